@@ -1,0 +1,184 @@
+package abi
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Role is the author of a message.
+type Role string
+
+// The roles of Genkit's format.
+const (
+	RoleSystem Role = "system"
+	RoleUser   Role = "user"
+	RoleModel  Role = "model"
+	RoleTool   Role = "tool"
+)
+
+// Valid reports whether r is one of the four roles.
+func (r Role) Valid() bool {
+	switch r {
+	case RoleSystem, RoleUser, RoleModel, RoleTool:
+		return true
+	}
+	return false
+}
+
+// Message is one turn of a conversation: who said it and what it says.
+//
+// Messages handed to a session or a generate call are treated as immutable: code that
+// wants a changed message builds a new one (Clone helps) rather than editing it in place.
+type Message struct {
+	Role     Role           `json:"role"`
+	Content  []*Part        `json:"content"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// NewMessage returns a message with the given role and parts.
+func NewMessage(role Role, parts ...*Part) *Message {
+	if parts == nil {
+		parts = []*Part{}
+	}
+	return &Message{Role: role, Content: parts}
+}
+
+// NewUserMessage returns a user message with the given parts.
+func NewUserMessage(parts ...*Part) *Message { return NewMessage(RoleUser, parts...) }
+
+// NewUserTextMessage returns a user message holding one text part.
+func NewUserTextMessage(text string) *Message { return NewMessage(RoleUser, NewTextPart(text)) }
+
+// NewModelMessage returns a model message with the given parts.
+func NewModelMessage(parts ...*Part) *Message { return NewMessage(RoleModel, parts...) }
+
+// NewModelTextMessage returns a model message holding one text part.
+func NewModelTextMessage(text string) *Message { return NewMessage(RoleModel, NewTextPart(text)) }
+
+// NewSystemTextMessage returns a system message holding one text part.
+func NewSystemTextMessage(text string) *Message { return NewMessage(RoleSystem, NewTextPart(text)) }
+
+// NewToolMessage returns a tool message answering tool requests.
+func NewToolMessage(responses ...*ToolResponse) *Message {
+	parts := make([]*Part, len(responses))
+	for i, r := range responses {
+		parts[i] = NewToolResponsePart(r)
+	}
+	return NewMessage(RoleTool, parts...)
+}
+
+// Text returns the concatenated text of the message's text parts.
+func (m *Message) Text() string {
+	if m == nil {
+		return ""
+	}
+	return concatText(m.Content, PartText)
+}
+
+// Reasoning returns the concatenated text of the message's reasoning parts.
+func (m *Message) Reasoning() string {
+	if m == nil {
+		return ""
+	}
+	return concatText(m.Content, PartReasoning)
+}
+
+// ToolRequests returns the message's tool requests in order.
+func (m *Message) ToolRequests() []*ToolRequest {
+	if m == nil {
+		return nil
+	}
+	var out []*ToolRequest
+	for _, p := range m.Content {
+		if p.IsToolRequest() {
+			out = append(out, p.ToolRequest)
+		}
+	}
+	return out
+}
+
+// ToolResponses returns the message's tool responses in order.
+func (m *Message) ToolResponses() []*ToolResponse {
+	if m == nil {
+		return nil
+	}
+	var out []*ToolResponse
+	for _, p := range m.Content {
+		if p.IsToolResponse() {
+			out = append(out, p.ToolResponse)
+		}
+	}
+	return out
+}
+
+// Clone returns a copy of m whose content slice, parts and metadata map are its own.
+func (m *Message) Clone() *Message {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.Content = cloneParts(m.Content)
+	if c.Content == nil {
+		c.Content = []*Part{}
+	}
+	c.Metadata = cloneMap(m.Metadata)
+	return &c
+}
+
+func concatText(parts []*Part, kind PartKind) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p != nil && p.Kind == kind {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// MarshalJSON encodes m with "content" always present, as Genkit's schema requires.
+func (m Message) MarshalJSON() ([]byte, error) {
+	type plain Message
+	c := plain(m)
+	if c.Content == nil {
+		c.Content = []*Part{}
+	}
+	return json.Marshal(c)
+}
+
+// UnmarshalJSON decodes a message and rejects an unknown role.
+func (m *Message) UnmarshalJSON(b []byte) error {
+	type plain Message
+	var c plain
+	if err := json.Unmarshal(b, &c); err != nil {
+		return err
+	}
+	if !c.Role.Valid() {
+		return fmt.Errorf("abi: message has role %q: want system, user, model or tool", c.Role)
+	}
+	for i, p := range c.Content {
+		if p == nil {
+			return fmt.Errorf("abi: message content[%d] is null", i)
+		}
+	}
+	if c.Content == nil {
+		c.Content = []*Part{}
+	}
+	*m = Message(c)
+	return nil
+}
+
+// SplitSystem separates system messages from the rest, for providers that take system
+// instructions outside the conversation. It returns the system messages' parts in order
+// and the remaining messages, leaving msgs unchanged.
+func SplitSystem(msgs []*Message) (system []*Part, rest []*Message) {
+	rest = make([]*Message, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Role == RoleSystem {
+			system = append(system, m.Content...)
+			continue
+		}
+		rest = append(rest, m)
+	}
+	return system, rest
+}
