@@ -1,0 +1,96 @@
+package schema
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+type city struct {
+	Name string   `json:"name" jsonschema:"description=the city's name"`
+	Days int      `json:"days,omitempty" jsonschema:"minimum=1"`
+	Tags []string `json:"tags,omitempty"`
+	Near *city    `json:"near,omitempty"`
+	Home address  `json:"home"`
+}
+
+type address struct {
+	Street string `json:"street"`
+}
+
+func TestInferInlinesAndKeepsRecursion(t *testing.T) {
+	s := For[city]()
+	b, _ := json.Marshal(s)
+	if s["type"] != "object" {
+		t.Fatalf("root is not an object: %s", b)
+	}
+	if _, ok := s["$schema"]; ok {
+		t.Errorf("$schema should be dropped: %s", b)
+	}
+	props := s["properties"].(map[string]any)
+	home := props["home"].(map[string]any)
+	if home["type"] != "object" {
+		t.Errorf("non-recursive definition not inlined: %s", b)
+	}
+	near := props["near"].(map[string]any)
+	if near["$ref"] != "#/$defs/city" {
+		t.Errorf("recursive reference not kept: %s", b)
+	}
+	if _, ok := s["$defs"].(map[string]any)["city"]; !ok {
+		t.Errorf("recursive definition not kept: %s", b)
+	}
+	if _, ok := s["$defs"].(map[string]any)["address"]; ok {
+		t.Errorf("inlined definition still in $defs: %s", b)
+	}
+	// The result is the caller's to change.
+	s["type"] = "changed"
+	if For[city]()["type"] != "object" {
+		t.Error("Infer returned a shared map")
+	}
+	if For[any]() != nil {
+		t.Error("any should have no schema")
+	}
+	if got := For[[]string]()["type"]; got != "array" {
+		t.Errorf("[]string type = %v", got)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	v, err := Compile(For[city]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := []any{
+		map[string]any{"name": "Paris", "home": map[string]any{"street": "x"}},
+		city{Name: "Oslo", Days: 2, Near: &city{Name: "Bergen"}},
+	}
+	for _, g := range good {
+		if err := v.Validate(g); err != nil {
+			t.Errorf("Validate(%v): %v", g, err)
+		}
+	}
+	bad := map[string]string{
+		`{"home":{"street":"x"}}`:                           "missing property 'name'",
+		`{"name":"x","home":{"street":"x"},"extra":1}`:      "extra",
+		`{"name":1,"home":{"street":"x"}}`:                  "/name",
+		`{"name":"x","days":0,"home":{"street":"x"}}`:       "/days",
+		`{"name":"x","home":{"street":"x"},"near":{"a":1}}`: "/near",
+	}
+	for in, want := range bad {
+		err := v.ValidateJSON([]byte(in))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidateJSON(%s) = %v, want ErrInvalid mentioning %q", in, err, want)
+		}
+	}
+	if err := v.ValidateJSON([]byte(`{oops`)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("broken JSON: %v", err)
+	}
+	if _, err := Compile(map[string]any{"type": 5}); err == nil {
+		t.Error("Compile accepted an invalid schema")
+	}
+	anyV, _ := Compile(nil)
+	if err := anyV.Validate(map[string]any{"x": 1}); err != nil {
+		t.Errorf("nil schema rejected a value: %v", err)
+	}
+}
