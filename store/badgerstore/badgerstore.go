@@ -1,0 +1,599 @@
+// Package badgerstore is the embedded on-disk store.Store, built on Badger: one
+// directory, no server, and durable commits (a commit that returned survives the process
+// being killed).
+//
+// # Key layout
+//
+// Every key starts with a one-byte kind, then the namespace as a uvarint length and its
+// bytes. Uvarints are prefix-free, so the prefix of one namespace is never a prefix of
+// another's ("a" and "ab" included) and no scan or lookup can cross namespaces.
+//
+//	b ns key                      -> blob data
+//	r ns id                       -> record: version, session, turn, seq, data
+//	i ns session turn seq         -> record id (the turn index)
+//	l ns session                  -> seq of the session's last commit, then its record id
+//
+// In the index key the session is length-prefixed too, since the turn follows it; turn
+// and seq are 8-byte big-endian, the turn with its sign bit flipped, so byte order is
+// (turn, commit) order with negative turns first. seq counts a session's commits; it is
+// read and bumped from the "l" key inside the committing transaction, so two commits to
+// one session conflict and one of them retries with the next seq.
+package badgerstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/terrarium-ai/terrarium/store"
+)
+
+// Key kinds: the first byte of every key.
+const (
+	kindBlob   = 'b'
+	kindRecord = 'r'
+	kindIndex  = 'i'
+	kindLatest = 'l'
+)
+
+// recordVersion is the first byte of an encoded record, so the encoding can change
+// without guessing what an old value holds.
+const recordVersion = 1
+
+// valueThreshold is the size from which Badger keeps a value in its value log rather
+// than in the LSM tree next to the key. Badger's default (1 MiB) counts every smaller
+// value in full against a transaction's size limit (about 10 MiB with the default
+// memtable), so a snapshot with a few dozen medium blobs could not be committed at all.
+// Above the threshold only a pointer counts, and the value log suits blobs: they are
+// written once and never overwritten, so it accumulates no garbage to collect.
+const valueThreshold = 64 << 10
+
+// maxCommitAttempts bounds the retries of a commit that keeps losing conflicts to other
+// commits to the same session. Each lost attempt means another commit landed, so this
+// many attempts only fail under sustained contention on a single session.
+const maxCommitAttempts = 100
+
+// Store is a store.Store kept in a Badger database. It is safe for concurrent use.
+type Store struct {
+	// mu is held shared by every call for its whole duration and exclusively by Close,
+	// so Close waits for calls in flight and Badger is never used after it is closed.
+	mu     sync.RWMutex
+	closed bool
+	db     *badger.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	logger    *slog.Logger
+	loggerSet bool
+}
+
+// WithLogger sends Badger's log lines, at every level, to l; l's handler decides what
+// to keep. A nil l discards them. Without this option only Badger's warnings and errors
+// are logged, to slog.Default(): its info lines (tables opened, files replayed) are noise
+// to a host that embeds it.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		c.logger = l
+		c.loggerSet = true
+	}
+}
+
+// Open opens the store in dir, creating it if needed. Badger locks the directory, so
+// only one process (and one Store) can have it open at a time.
+func Open(dir string, opts ...Option) (*Store, error) {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	if dir == "" {
+		return nil, fmt.Errorf("badgerstore: open: empty directory: %w", store.ErrInvalid)
+	}
+	// Without SyncWrites a commit is only in the OS page cache when it returns and can
+	// be lost with the machine; the store's contract is that it is durable.
+	bo := badger.DefaultOptions(dir).WithValueThreshold(valueThreshold).WithSyncWrites(true)
+	switch {
+	case !c.loggerSet:
+		bo = bo.WithLogger(slogLogger{min: slog.LevelWarn})
+	case c.logger == nil:
+		bo = bo.WithLogger(nil)
+	default:
+		bo = bo.WithLogger(slogLogger{l: c.logger, min: slog.LevelDebug})
+	}
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("badgerstore: open %q: %w", dir, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// enter starts a call: it holds the store open until the returned release is called.
+func (s *Store) enter() (release func(), err error) {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, store.ErrClosed
+	}
+	return s.mu.RUnlock, nil
+}
+
+// Commit implements store.Store. It is a single Badger transaction: the record, its
+// index entries and the new blobs are written together or not at all.
+func (s *Store) Commit(ctx context.Context, ns string, rec store.Record, blobs []store.Blob) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkNamed("namespace", ns, "record ID", rec.ID, "session", rec.Session); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	for i, b := range blobs {
+		if err := store.CheckNames(b.Key); err != nil {
+			return fmt.Errorf("commit record %q: blob %d key: %w", rec.ID, i, err)
+		}
+	}
+	release, err := s.enter()
+	if err != nil {
+		return fmt.Errorf("commit record %q: %w", rec.ID, err)
+	}
+	defer release()
+	for attempt := 1; ; attempt++ {
+		err := s.db.Update(func(txn *badger.Txn) error { return commitTxn(txn, ns, rec, blobs) })
+		if !errors.Is(err, badger.ErrConflict) {
+			if err != nil {
+				return fmt.Errorf("commit record %q in namespace %q: %w", rec.ID, ns, err)
+			}
+			return nil
+		}
+		if attempt == maxCommitAttempts {
+			return fmt.Errorf("commit record %q in namespace %q: gave up after %d conflicting attempts: %w", rec.ID, ns, attempt, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// The winners of a conflict have already landed, so retrying at once would
+		// succeed; the jitter only keeps a crowd of losers from colliding again.
+		time.Sleep(rand.N(time.Duration(attempt) * 20 * time.Microsecond))
+	}
+}
+
+func commitTxn(txn *badger.Txn, ns string, rec store.Record, blobs []store.Blob) error {
+	rk := recordKey(ns, rec.ID)
+	if found, err := exists(txn, rk); err != nil || found {
+		return err
+	}
+	lk := latestKey(ns, rec.Session)
+	var seq uint64
+	switch item, err := txn.Get(lk); {
+	case err == nil:
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if seq, _, err = decodeLatest(v); err != nil {
+			return fmt.Errorf("session %q: %w", rec.Session, err)
+		}
+	case !errors.Is(err, badger.ErrKeyNotFound):
+		return err
+	}
+	seq++
+	// Reading a blob key before writing it makes concurrent commits of the same blob
+	// conflict, so it is written once; txn also sees its own writes, so a key repeated
+	// within blobs keeps its first data, as in the memory store.
+	for _, b := range blobs {
+		bk := blobKey(ns, b.Key)
+		found, err := exists(txn, bk)
+		if err != nil {
+			return err
+		}
+		if !found {
+			if err := txn.Set(bk, b.Data); err != nil {
+				return err
+			}
+		}
+	}
+	if err := txn.Set(rk, encodeRecord(rec.Session, int64(rec.Turn), seq, rec.Data)); err != nil {
+		return err
+	}
+	if err := txn.Set(indexKey(ns, rec.Session, int64(rec.Turn), seq), []byte(rec.ID)); err != nil {
+		return err
+	}
+	return txn.Set(lk, encodeLatest(seq, rec.ID))
+}
+
+func exists(txn *badger.Txn, key []byte) (bool, error) {
+	_, err := txn.Get(key)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// Record implements store.Store.
+func (s *Store) Record(ctx context.Context, ns, id string) (store.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Record{}, err
+	}
+	if err := checkNamed("namespace", ns, "record ID", id); err != nil {
+		return store.Record{}, fmt.Errorf("record: %w", err)
+	}
+	release, err := s.enter()
+	if err != nil {
+		return store.Record{}, fmt.Errorf("record %q: %w", id, err)
+	}
+	defer release()
+	var rec store.Record
+	err = s.db.View(func(txn *badger.Txn) error {
+		var err error
+		rec, err = getRecord(txn, ns, id)
+		return err
+	})
+	if err != nil {
+		return store.Record{}, fmt.Errorf("record %q in namespace %q: %w", id, ns, err)
+	}
+	return rec, nil
+}
+
+// getRecord reads one record. Its errors leave naming the record to the caller.
+func getRecord(txn *badger.Txn, ns, id string) (store.Record, error) {
+	item, err := txn.Get(recordKey(ns, id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return store.Record{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Record{}, err
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return store.Record{}, err
+	}
+	rec, _, err := decodeRecord(v)
+	if err != nil {
+		return store.Record{}, err
+	}
+	rec.ID = id
+	return rec, nil
+}
+
+// Records implements store.Store.
+func (s *Store) Records(ctx context.Context, ns, session string) ([]store.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkNamed("namespace", ns, "session", session); err != nil {
+		return nil, fmt.Errorf("records: %w", err)
+	}
+	release, err := s.enter()
+	if err != nil {
+		return nil, fmt.Errorf("records of session %q: %w", session, err)
+	}
+	defer release()
+	out := []store.Record{}
+	err = s.db.View(func(txn *badger.Txn) error {
+		// Collect the IDs first: looking records up while the iterator is open would
+		// interleave point reads with the scan for no benefit.
+		var ids []string
+		prefix := indexPrefix(ns, session)
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = prefix
+		it := txn.NewIterator(opts)
+		for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				it.Close()
+				return err
+			}
+			ids = append(ids, string(v))
+		}
+		it.Close()
+		for i, id := range ids {
+			if i%256 == 255 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			rec, err := getRecord(txn, ns, id)
+			if errors.Is(err, store.ErrNotFound) {
+				// The database is damaged, which must not read as "no such session".
+				return fmt.Errorf("%w: turn index names missing record %q", errCorrupt, id)
+			}
+			if err != nil {
+				return fmt.Errorf("record %q: %w", id, err)
+			}
+			out = append(out, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("records of session %q in namespace %q: %w", session, ns, err)
+	}
+	return out, nil
+}
+
+// Latest implements store.Store.
+func (s *Store) Latest(ctx context.Context, ns, session string) (store.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Record{}, err
+	}
+	if err := checkNamed("namespace", ns, "session", session); err != nil {
+		return store.Record{}, fmt.Errorf("latest: %w", err)
+	}
+	release, err := s.enter()
+	if err != nil {
+		return store.Record{}, fmt.Errorf("latest record of session %q: %w", session, err)
+	}
+	defer release()
+	var rec store.Record
+	err = s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(latestKey(ns, session))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		_, id, err := decodeLatest(v)
+		if err != nil {
+			return err
+		}
+		rec, err = getRecord(txn, ns, id)
+		if errors.Is(err, store.ErrNotFound) {
+			// The database is damaged, which must not read as "no such session".
+			return fmt.Errorf("%w: names missing record %q", errCorrupt, id)
+		}
+		if err != nil {
+			return fmt.Errorf("record %q: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Record{}, fmt.Errorf("latest record of session %q in namespace %q: %w", session, ns, err)
+	}
+	return rec, nil
+}
+
+// Blob implements store.Store.
+func (s *Store) Blob(ctx context.Context, ns, key string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkNamed("namespace", ns, "blob key", key); err != nil {
+		return nil, fmt.Errorf("blob: %w", err)
+	}
+	release, err := s.enter()
+	if err != nil {
+		return nil, fmt.Errorf("blob %q: %w", key, err)
+	}
+	defer release()
+	var data []byte
+	err = s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(blobKey(ns, key))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		data, err = item.ValueCopy([]byte{})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("blob %q in namespace %q: %w", key, ns, err)
+	}
+	return data, nil
+}
+
+// Stats implements store.Store. It scans every key of the namespace, so its cost grows
+// with what the namespace holds; it is meant for operators, not for hot paths.
+func (s *Store) Stats(ctx context.Context, ns string) (store.Stats, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Stats{}, err
+	}
+	if err := checkNamed("namespace", ns); err != nil {
+		return store.Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	release, err := s.enter()
+	if err != nil {
+		return store.Stats{}, fmt.Errorf("stats of namespace %q: %w", ns, err)
+	}
+	defer release()
+	var st store.Stats
+	err = s.db.View(func(txn *badger.Txn) error {
+		for _, kind := range []byte{kindBlob, kindRecord, kindIndex, kindLatest} {
+			prefix := nsPrefix(kind, ns, 0)
+			opts := badger.DefaultIteratorOptions
+			opts.Prefix = prefix
+			// Sizes come from the key and the value's metadata; fetching blob values
+			// just to measure them would read the whole namespace.
+			opts.PrefetchValues = false
+			it := txn.NewIterator(opts)
+			n := 0
+			for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+				item := it.Item()
+				st.Bytes += item.KeySize() + item.ValueSize()
+				n++
+				if n%1024 == 0 {
+					if err := ctx.Err(); err != nil {
+						it.Close()
+						return err
+					}
+				}
+			}
+			it.Close()
+			switch kind {
+			case kindBlob:
+				st.Blobs = n
+			case kindRecord:
+				st.Records = n
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Stats{}, fmt.Errorf("stats of namespace %q: %w", ns, err)
+	}
+	return st, nil
+}
+
+// Close waits for calls in flight, then closes the database, flushing it to disk.
+// Closing twice is harmless.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("badgerstore: close: %w", err)
+	}
+	return nil
+}
+
+// checkNamed runs store.CheckNames on (label, name) pairs so the error says which name
+// was wrong.
+func checkNamed(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := store.CheckNames(pairs[i+1]); err != nil {
+			return fmt.Errorf("%s: %w", pairs[i], err)
+		}
+	}
+	return nil
+}
+
+// nsPrefix returns kind and the length-prefixed namespace, with room for extra bytes.
+func nsPrefix(kind byte, ns string, extra int) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(ns)+extra)
+	b = append(b, kind)
+	b = binary.AppendUvarint(b, uint64(len(ns)))
+	return append(b, ns...)
+}
+
+// The last component of a key needs no length prefix: everything before it is
+// self-delimiting, so two keys of one kind and namespace differ exactly where their
+// last components do.
+
+func blobKey(ns, key string) []byte {
+	return append(nsPrefix(kindBlob, ns, len(key)), key...)
+}
+
+func recordKey(ns, id string) []byte {
+	return append(nsPrefix(kindRecord, ns, len(id)), id...)
+}
+
+func latestKey(ns, session string) []byte {
+	return append(nsPrefix(kindLatest, ns, len(session)), session...)
+}
+
+func indexPrefix(ns, session string) []byte {
+	b := nsPrefix(kindIndex, ns, binary.MaxVarintLen64+len(session)+16)
+	b = binary.AppendUvarint(b, uint64(len(session)))
+	return append(b, session...)
+}
+
+func indexKey(ns, session string, turn int64, seq uint64) []byte {
+	b := indexPrefix(ns, session)
+	b = binary.BigEndian.AppendUint64(b, uint64(turn)^(1<<63))
+	return binary.BigEndian.AppendUint64(b, seq)
+}
+
+// errCorrupt marks a stored value this package cannot decode.
+var errCorrupt = errors.New("badgerstore: corrupt value")
+
+// encodeRecord lays a record out as: version byte, uvarint session length, session,
+// zigzag varint turn, uvarint seq, then the data to the end.
+func encodeRecord(session string, turn int64, seq uint64, data []byte) []byte {
+	b := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(session)+len(data))
+	b = append(b, recordVersion)
+	b = binary.AppendUvarint(b, uint64(len(session)))
+	b = append(b, session...)
+	b = binary.AppendVarint(b, turn)
+	b = binary.AppendUvarint(b, seq)
+	return append(b, data...)
+}
+
+// decodeRecord is encodeRecord's inverse. The record's Data aliases v; its ID is the
+// caller's to fill in, since it lives in the key.
+func decodeRecord(v []byte) (store.Record, uint64, error) {
+	if len(v) == 0 || v[0] != recordVersion {
+		return store.Record{}, 0, fmt.Errorf("%w: record: unknown version", errCorrupt)
+	}
+	v = v[1:]
+	n, k := binary.Uvarint(v)
+	if k <= 0 || n == 0 || n > store.MaxNameLen || n > uint64(len(v)-k) {
+		return store.Record{}, 0, fmt.Errorf("%w: record: bad session length", errCorrupt)
+	}
+	session := string(v[k : k+int(n)])
+	v = v[k+int(n):]
+	turn, k := binary.Varint(v)
+	if k <= 0 || turn < math.MinInt || turn > math.MaxInt {
+		return store.Record{}, 0, fmt.Errorf("%w: record: bad turn", errCorrupt)
+	}
+	v = v[k:]
+	seq, k := binary.Uvarint(v)
+	if k <= 0 {
+		return store.Record{}, 0, fmt.Errorf("%w: record: bad sequence number", errCorrupt)
+	}
+	return store.Record{Session: session, Turn: int(turn), Data: v[k:]}, seq, nil
+}
+
+// encodeLatest lays out a session's "l" value: the 8-byte big-endian seq of its last
+// commit, then that commit's record ID.
+func encodeLatest(seq uint64, id string) []byte {
+	b := make([]byte, 0, 8+len(id))
+	b = binary.BigEndian.AppendUint64(b, seq)
+	return append(b, id...)
+}
+
+func decodeLatest(v []byte) (seq uint64, id string, err error) {
+	if len(v) <= 8 || len(v) > 8+store.MaxNameLen {
+		return 0, "", fmt.Errorf("%w: latest record: bad length %d", errCorrupt, len(v))
+	}
+	return binary.BigEndian.Uint64(v), string(v[8:]), nil
+}
+
+// slogLogger adapts slog to Badger's printf-style Logger.
+type slogLogger struct {
+	l   *slog.Logger // nil: slog.Default() at the time of logging
+	min slog.Level
+}
+
+func (a slogLogger) Errorf(f string, v ...any)   { a.log(slog.LevelError, f, v) }
+func (a slogLogger) Warningf(f string, v ...any) { a.log(slog.LevelWarn, f, v) }
+func (a slogLogger) Infof(f string, v ...any)    { a.log(slog.LevelInfo, f, v) }
+func (a slogLogger) Debugf(f string, v ...any)   { a.log(slog.LevelDebug, f, v) }
+
+func (a slogLogger) log(level slog.Level, f string, v []any) {
+	if level < a.min {
+		return
+	}
+	l := a.l
+	if l == nil {
+		l = slog.Default()
+	}
+	ctx := context.Background()
+	if !l.Enabled(ctx, level) {
+		return
+	}
+	l.Log(ctx, level, strings.TrimSpace(fmt.Sprintf(f, v...)), "component", "badger")
+}

@@ -1,0 +1,105 @@
+// Package store persists snapshots as opaque records and content-addressed blobs. It
+// knows nothing about agents: package agent decides what a record and a blob hold (see
+// docs/architecture.md, "Snapshots").
+//
+// Every key lives under a namespace, and namespaces never see each other's data: an
+// operator serving several tenants gives each its own namespace.
+//
+// Implementations: NewMemory (this package) and the Badger store in store/badgerstore,
+// the embedded on-disk default. Every implementation passes the conformance suite in
+// store/storetest.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Store keeps records and blobs. Implementations are safe for concurrent use.
+type Store interface {
+	// Commit writes blobs and one record atomically: afterwards either all of them are
+	// stored or none is. Once Commit returns nil the write is durable (for stores that
+	// persist at all): it survives the process being killed. Blobs whose key is already
+	// stored are not written again. Committing a record whose ID is already stored in
+	// the namespace changes nothing and returns nil, since IDs are content addresses.
+	Commit(ctx context.Context, ns string, rec Record, blobs []Blob) error
+
+	// Record returns the record with the given ID, or an error wrapping ErrNotFound.
+	Record(ctx context.Context, ns, id string) (Record, error)
+
+	// Records returns a session's records ordered by Turn, records of equal Turn (the
+	// branches of a session resumed twice from one snapshot) in commit order. A session
+	// with no records yields an empty slice and no error.
+	Records(ctx context.Context, ns, session string) ([]Record, error)
+
+	// Latest returns the session's most recently committed record, or an error wrapping
+	// ErrNotFound.
+	Latest(ctx context.Context, ns, session string) (Record, error)
+
+	// Blob returns the blob stored under key, or an error wrapping ErrNotFound.
+	Blob(ctx context.Context, ns, key string) ([]byte, error)
+
+	// Stats reports what a namespace holds.
+	Stats(ctx context.Context, ns string) (Stats, error)
+
+	// Close releases the store's resources. Other methods fail after Close.
+	Close() error
+}
+
+// Record is one entry of a session's history: a snapshot record, to package agent.
+type Record struct {
+	// ID identifies the record within its namespace; agent uses a content address.
+	ID string
+	// Session is the session the record belongs to.
+	Session string
+	// Turn orders the records of a session.
+	Turn int
+	// Data is the record itself, opaque to the store.
+	Data []byte
+}
+
+// Blob is a piece of content stored under its content address.
+type Blob struct {
+	// Key is the blob's content address, computed by the caller (agent uses the hex
+	// SHA-256 of Data). The store does not check it; readers verify what they read.
+	Key  string
+	Data []byte
+}
+
+// Stats counts what a namespace holds.
+type Stats struct {
+	Records int
+	Blobs   int
+	// Bytes is the total size of keys and values as the store accounts for them:
+	// record and blob data plus the keys and indexes the store writes for them.
+	Bytes int64
+}
+
+var (
+	// ErrNotFound: nothing is stored under the key.
+	ErrNotFound = errors.New("store: not found")
+	// ErrInvalid: an argument is malformed (an empty namespace, record ID or key).
+	ErrInvalid = errors.New("store: invalid argument")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store: closed")
+)
+
+// MaxNameLen bounds namespaces, sessions, record IDs and blob keys, which stores use
+// inside their own keys.
+const MaxNameLen = 1024
+
+// CheckNames validates the names of a call: each must be non-empty and at most
+// MaxNameLen bytes. Implementations call it first so that every store rejects the same
+// input with the same error.
+func CheckNames(names ...string) error {
+	for _, n := range names {
+		if n == "" {
+			return fmt.Errorf("%w: empty name", ErrInvalid)
+		}
+		if len(n) > MaxNameLen {
+			return fmt.Errorf("%w: name of %d bytes (limit %d)", ErrInvalid, len(n), MaxNameLen)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,645 @@
+// Package storetest is the conformance suite of store.Store. Every implementation runs
+// it from its own tests, so they all keep the contract written in package store the same
+// way and callers can swap one for another.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/terrarium-ai/terrarium/store"
+)
+
+// Run runs the suite against the stores open returns, as subtests. open is called once
+// per subtest and must return an empty store; Run closes it when the subtest ends, so
+// open should register only the cleanup of what outlives the store (a temporary
+// directory, say).
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"CommitAndRead", testCommitAndRead},
+		{"NoAliasing", testNoAliasing},
+		{"NotFound", testNotFound},
+		{"Invalid", testInvalid},
+		{"InvalidCommitWritesNothing", testInvalidCommitWritesNothing},
+		{"MaxNameLen", testMaxNameLen},
+		{"NamespacesIsolated", testNamespacesIsolated},
+		{"NoConcatenationCollisions", testNoConcatenationCollisions},
+		{"TurnOrder", testTurnOrder},
+		{"NegativeAndLargeTurns", testNegativeAndLargeTurns},
+		{"LatestIsByCommitNotTurn", testLatestIsByCommitNotTurn},
+		{"RecommitIsNoop", testRecommitIsNoop},
+		{"BlobDeduplicated", testBlobDeduplicated},
+		{"EmptySession", testEmptySession},
+		{"EmptyData", testEmptyData},
+		{"LargeBlob", testLargeBlob},
+		{"LargeCommit", testLargeCommit},
+		{"ConcurrentCommits", testConcurrentCommits},
+		{"ConcurrentSameRecord", testConcurrentSameRecord},
+		{"Stats", testStats},
+		{"CancelledContext", testCancelledContext},
+		{"Closed", testClosed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			tc.fn(t, s)
+		})
+	}
+}
+
+func rec(id, session string, turn int, data string) store.Record {
+	return store.Record{ID: id, Session: session, Turn: turn, Data: []byte(data)}
+}
+
+func blob(key, data string) store.Blob {
+	return store.Blob{Key: key, Data: []byte(data)}
+}
+
+func commit(t *testing.T, s store.Store, ns string, r store.Record, blobs ...store.Blob) {
+	t.Helper()
+	if err := s.Commit(t.Context(), ns, r, blobs); err != nil {
+		t.Fatalf("Commit(%q, %q): %v", ns, r.ID, err)
+	}
+}
+
+// sameRecord compares records treating nil and empty Data alike: the store does not
+// promise to keep the difference.
+func sameRecord(a, b store.Record) bool {
+	return a.ID == b.ID && a.Session == b.Session && a.Turn == b.Turn && bytes.Equal(a.Data, b.Data)
+}
+
+func checkRecord(t *testing.T, s store.Store, ns string, want store.Record) {
+	t.Helper()
+	got, err := s.Record(t.Context(), ns, want.ID)
+	if err != nil {
+		t.Fatalf("Record(%q, %q): %v", ns, want.ID, err)
+	}
+	if !sameRecord(got, want) {
+		t.Fatalf("Record(%q, %q) = %s, want %s", ns, want.ID, show(got), show(want))
+	}
+}
+
+func checkBlob(t *testing.T, s store.Store, ns, key string, want []byte) {
+	t.Helper()
+	got, err := s.Blob(t.Context(), ns, key)
+	if err != nil {
+		t.Fatalf("Blob(%q, %q): %v", ns, key, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("Blob(%q, %q) = %q, want %q", ns, key, trunc(got), trunc(want))
+	}
+}
+
+// checkRecords checks a session's records by ID, in order.
+func checkRecords(t *testing.T, s store.Store, ns, session string, wantIDs ...string) []store.Record {
+	t.Helper()
+	got, err := s.Records(t.Context(), ns, session)
+	if err != nil {
+		t.Fatalf("Records(%q, %q): %v", ns, session, err)
+	}
+	ids := []string{}
+	for _, r := range got {
+		ids = append(ids, r.ID)
+	}
+	if wantIDs == nil {
+		wantIDs = []string{}
+	}
+	if !slices.Equal(ids, wantIDs) {
+		t.Fatalf("Records(%q, %q) IDs = %q, want %q", ns, session, ids, wantIDs)
+	}
+	return got
+}
+
+func checkLatest(t *testing.T, s store.Store, ns, session, wantID string) {
+	t.Helper()
+	got, err := s.Latest(t.Context(), ns, session)
+	if err != nil {
+		t.Fatalf("Latest(%q, %q): %v", ns, session, err)
+	}
+	if got.ID != wantID {
+		t.Fatalf("Latest(%q, %q) = %q, want %q", ns, session, got.ID, wantID)
+	}
+}
+
+func checkStats(t *testing.T, s store.Store, ns string, records, blobs int) store.Stats {
+	t.Helper()
+	st, err := s.Stats(t.Context(), ns)
+	if err != nil {
+		t.Fatalf("Stats(%q): %v", ns, err)
+	}
+	if st.Records != records || st.Blobs != blobs {
+		t.Fatalf("Stats(%q) = %+v, want %d records and %d blobs", ns, st, records, blobs)
+	}
+	return st
+}
+
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Errorf("%s: error %v, want one wrapping %v", what, err, target)
+	}
+}
+
+func show(r store.Record) string {
+	return fmt.Sprintf("{ID:%q Session:%q Turn:%d Data:%q}", r.ID, r.Session, r.Turn, trunc(r.Data))
+}
+
+func trunc(b []byte) []byte {
+	if len(b) > 64 {
+		return b[:64]
+	}
+	return b
+}
+
+func testCommitAndRead(t *testing.T, s store.Store) {
+	r := rec("r1", "s1", 3, "record data")
+	b1, b2 := blob("k1", "blob one"), blob("k2", "blob two")
+	commit(t, s, "ns", r, b1, b2)
+	checkRecord(t, s, "ns", r)
+	checkBlob(t, s, "ns", "k1", b1.Data)
+	checkBlob(t, s, "ns", "k2", b2.Data)
+	checkRecords(t, s, "ns", "s1", "r1")
+	checkLatest(t, s, "ns", "s1", "r1")
+	checkStats(t, s, "ns", 1, 2)
+}
+
+func testNoAliasing(t *testing.T, s store.Store) {
+	r := rec("r1", "s1", 0, "record data")
+	b := blob("k1", "blob data")
+	commit(t, s, "ns", r, b)
+
+	// The caller reuses its buffers after Commit.
+	r.Data[0] = 'X'
+	b.Data[0] = 'X'
+	checkRecord(t, s, "ns", rec("r1", "s1", 0, "record data"))
+	checkBlob(t, s, "ns", "k1", []byte("blob data"))
+
+	// The caller edits what it read.
+	got, err := s.Record(t.Context(), "ns", "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Data[0] = 'Y'
+	data, err := s.Blob(t.Context(), "ns", "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[0] = 'Y'
+	all, err := s.Records(t.Context(), "ns", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all[0].Data[1] = 'Y'
+	latest, err := s.Latest(t.Context(), "ns", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest.Data[2] = 'Y'
+	checkRecord(t, s, "ns", rec("r1", "s1", 0, "record data"))
+	checkBlob(t, s, "ns", "k1", []byte("blob data"))
+	checkRecords(t, s, "ns", "s1", "r1")
+	if got, _ := s.Latest(t.Context(), "ns", "s1"); string(got.Data) != "record data" {
+		t.Fatalf("Latest data = %q after the caller edited earlier reads", got.Data)
+	}
+}
+
+func testNotFound(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	commit(t, s, "ns", rec("r1", "s1", 0, "x"), blob("k1", "y"))
+
+	_, err := s.Record(ctx, "ns", "missing-record")
+	wantErr(t, "Record of a missing ID", err, store.ErrNotFound)
+	if err != nil && !strings.Contains(err.Error(), "missing-record") {
+		t.Errorf("Record error %q does not name the missing ID", err)
+	}
+	_, err = s.Blob(ctx, "ns", "missing-blob")
+	wantErr(t, "Blob of a missing key", err, store.ErrNotFound)
+	if err != nil && !strings.Contains(err.Error(), "missing-blob") {
+		t.Errorf("Blob error %q does not name the missing key", err)
+	}
+	_, err = s.Latest(ctx, "ns", "missing-session")
+	wantErr(t, "Latest of a missing session", err, store.ErrNotFound)
+	if err != nil && !strings.Contains(err.Error(), "missing-session") {
+		t.Errorf("Latest error %q does not name the missing session", err)
+	}
+	// A namespace nothing was ever written to.
+	_, err = s.Record(ctx, "other-ns", "r1")
+	wantErr(t, "Record in an unused namespace", err, store.ErrNotFound)
+	_, err = s.Blob(ctx, "other-ns", "k1")
+	wantErr(t, "Blob in an unused namespace", err, store.ErrNotFound)
+	_, err = s.Latest(ctx, "other-ns", "s1")
+	wantErr(t, "Latest in an unused namespace", err, store.ErrNotFound)
+}
+
+func testInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	long := strings.Repeat("x", store.MaxNameLen+1)
+	good := rec("r1", "s1", 0, "x")
+	for _, bad := range []string{"", long} {
+		what := "empty"
+		if bad != "" {
+			what = "too long"
+		}
+		r := good
+		r.ID = bad
+		wantErr(t, "Commit, "+what+" record ID", s.Commit(ctx, "ns", r, nil), store.ErrInvalid)
+		r = good
+		r.Session = bad
+		wantErr(t, "Commit, "+what+" session", s.Commit(ctx, "ns", r, nil), store.ErrInvalid)
+		wantErr(t, "Commit, "+what+" namespace", s.Commit(ctx, bad, good, nil), store.ErrInvalid)
+		wantErr(t, "Commit, "+what+" blob key",
+			s.Commit(ctx, "ns", good, []store.Blob{{Key: bad, Data: []byte("x")}}), store.ErrInvalid)
+
+		_, err := s.Record(ctx, bad, "r1")
+		wantErr(t, "Record, "+what+" namespace", err, store.ErrInvalid)
+		_, err = s.Record(ctx, "ns", bad)
+		wantErr(t, "Record, "+what+" ID", err, store.ErrInvalid)
+		_, err = s.Records(ctx, bad, "s1")
+		wantErr(t, "Records, "+what+" namespace", err, store.ErrInvalid)
+		_, err = s.Records(ctx, "ns", bad)
+		wantErr(t, "Records, "+what+" session", err, store.ErrInvalid)
+		_, err = s.Latest(ctx, bad, "s1")
+		wantErr(t, "Latest, "+what+" namespace", err, store.ErrInvalid)
+		_, err = s.Latest(ctx, "ns", bad)
+		wantErr(t, "Latest, "+what+" session", err, store.ErrInvalid)
+		_, err = s.Blob(ctx, bad, "k1")
+		wantErr(t, "Blob, "+what+" namespace", err, store.ErrInvalid)
+		_, err = s.Blob(ctx, "ns", bad)
+		wantErr(t, "Blob, "+what+" key", err, store.ErrInvalid)
+		_, err = s.Stats(ctx, bad)
+		wantErr(t, "Stats, "+what+" namespace", err, store.ErrInvalid)
+	}
+	checkStats(t, s, "ns", 0, 0)
+}
+
+func testInvalidCommitWritesNothing(t *testing.T, s store.Store) {
+	err := s.Commit(t.Context(), "ns", rec("r1", "s1", 0, "x"), []store.Blob{blob("good", "g"), blob("", "bad")})
+	wantErr(t, "Commit with an empty blob key", err, store.ErrInvalid)
+	_, err = s.Record(t.Context(), "ns", "r1")
+	wantErr(t, "Record after a rejected commit", err, store.ErrNotFound)
+	_, err = s.Blob(t.Context(), "ns", "good")
+	wantErr(t, "Blob after a rejected commit", err, store.ErrNotFound)
+	_, err = s.Latest(t.Context(), "ns", "s1")
+	wantErr(t, "Latest after a rejected commit", err, store.ErrNotFound)
+	checkRecords(t, s, "ns", "s1")
+	checkStats(t, s, "ns", 0, 0)
+}
+
+func testMaxNameLen(t *testing.T, s store.Store) {
+	ns := strings.Repeat("n", store.MaxNameLen)
+	r := rec(strings.Repeat("i", store.MaxNameLen), strings.Repeat("s", store.MaxNameLen), 1, "x")
+	key := strings.Repeat("k", store.MaxNameLen)
+	commit(t, s, ns, r, blob(key, "y"))
+	checkRecord(t, s, ns, r)
+	checkBlob(t, s, ns, key, []byte("y"))
+	checkRecords(t, s, ns, r.Session, r.ID)
+	checkLatest(t, s, ns, r.Session, r.ID)
+	checkStats(t, s, ns, 1, 1)
+}
+
+func testNamespacesIsolated(t *testing.T, s store.Store) {
+	// "a" is a prefix of "ab"; the others hold bytes a store might use as separators.
+	namespaces := []string{"a", "ab", "a/b", "a|b", "a\x00", "a\x00b", "\xff", "a:"}
+	for _, ns := range namespaces {
+		commit(t, s, ns, rec("r1", "s1", 0, "record of "+ns), blob("k1", "blob of "+ns))
+		commit(t, s, ns, rec("only-"+ns, "only-"+ns, 0, ns), blob("only-"+ns, ns))
+	}
+	for _, ns := range namespaces {
+		checkRecord(t, s, ns, rec("r1", "s1", 0, "record of "+ns))
+		checkBlob(t, s, ns, "k1", []byte("blob of "+ns))
+		checkRecords(t, s, ns, "s1", "r1")
+		checkLatest(t, s, ns, "s1", "r1")
+		checkStats(t, s, ns, 2, 2)
+		for _, other := range namespaces {
+			if other == ns {
+				continue
+			}
+			_, err := s.Record(t.Context(), ns, "only-"+other)
+			wantErr(t, fmt.Sprintf("Record in %q of a record of %q", ns, other), err, store.ErrNotFound)
+			_, err = s.Blob(t.Context(), ns, "only-"+other)
+			wantErr(t, fmt.Sprintf("Blob in %q of a blob of %q", ns, other), err, store.ErrNotFound)
+			_, err = s.Latest(t.Context(), ns, "only-"+other)
+			wantErr(t, fmt.Sprintf("Latest in %q of a session of %q", ns, other), err, store.ErrNotFound)
+			checkRecords(t, s, ns, "only-"+other)
+		}
+	}
+	// A namespace that is a prefix of used ones sees nothing.
+	checkStats(t, s, "\x00", 0, 0)
+	_, err := s.Record(t.Context(), "\x00", "r1")
+	wantErr(t, "Record in an unused namespace", err, store.ErrNotFound)
+}
+
+func testNoConcatenationCollisions(t *testing.T, s store.Store) {
+	// Each pair concatenates to the same string: ns+session, ns+id, ns+key, session+turn.
+	commit(t, s, "a", rec("bc", "bc", 0, "a/bc"), blob("bc", "a/bc"))
+	commit(t, s, "ab", rec("c", "c", 0, "ab/c"), blob("c", "ab/c"))
+	checkRecords(t, s, "a", "bc", "bc")
+	checkRecords(t, s, "ab", "c", "c")
+	checkRecords(t, s, "a", "b")
+	checkRecords(t, s, "ab", "bc")
+	checkLatest(t, s, "a", "bc", "bc")
+	checkLatest(t, s, "ab", "c", "c")
+	_, err := s.Latest(t.Context(), "a", "b")
+	wantErr(t, `Latest("a", "b")`, err, store.ErrNotFound)
+	_, err = s.Record(t.Context(), "a", "c")
+	wantErr(t, `Record("a", "c")`, err, store.ErrNotFound)
+	_, err = s.Record(t.Context(), "ab", "bc")
+	wantErr(t, `Record("ab", "bc")`, err, store.ErrNotFound)
+	_, err = s.Blob(t.Context(), "a", "c")
+	wantErr(t, `Blob("a", "c")`, err, store.ErrNotFound)
+	_, err = s.Blob(t.Context(), "ab", "bc")
+	wantErr(t, `Blob("ab", "bc")`, err, store.ErrNotFound)
+	checkStats(t, s, "a", 1, 1)
+	checkStats(t, s, "ab", 1, 1)
+
+	// Sessions that are prefixes of each other, in one namespace.
+	commit(t, s, "n", rec("x1", "s", 1, "x"))
+	commit(t, s, "n", rec("x2", "s1", 0, "x"))
+	commit(t, s, "n", rec("x3", "s\x00", 0, "x"))
+	checkRecords(t, s, "n", "s", "x1")
+	checkRecords(t, s, "n", "s1", "x2")
+	checkRecords(t, s, "n", "s\x00", "x3")
+	checkLatest(t, s, "n", "s", "x1")
+}
+
+func testTurnOrder(t *testing.T, s store.Store) {
+	commit(t, s, "ns", rec("t0", "s", 0, "0"))
+	commit(t, s, "ns", rec("t1", "s", 1, "1"))
+	commit(t, s, "ns", rec("t2", "s", 2, "2"))
+	checkLatest(t, s, "ns", "s", "t2")
+	// The session resumed from turn 0's snapshot: a second turn 1.
+	commit(t, s, "ns", rec("t1b", "s", 1, "1b"))
+	got := checkRecords(t, s, "ns", "s", "t0", "t1", "t1b", "t2")
+	for i, want := range []store.Record{rec("t0", "s", 0, "0"), rec("t1", "s", 1, "1"), rec("t1b", "s", 1, "1b"), rec("t2", "s", 2, "2")} {
+		if !sameRecord(got[i], want) {
+			t.Errorf("Records[%d] = %s, want %s", i, show(got[i]), show(want))
+		}
+	}
+	checkLatest(t, s, "ns", "s", "t1b")
+	// A third branch at turn 1 goes after the other two.
+	commit(t, s, "ns", rec("t1c", "s", 1, "1c"))
+	checkRecords(t, s, "ns", "s", "t0", "t1", "t1b", "t1c", "t2")
+	checkLatest(t, s, "ns", "s", "t1c")
+}
+
+func testNegativeAndLargeTurns(t *testing.T, s store.Store) {
+	turns := []int{5, -3, 0, 1 << 40, -1, 256, 255, -(1 << 40), 1<<62 + 1, -1 << 62}
+	for i, turn := range turns {
+		commit(t, s, "ns", rec(fmt.Sprintf("r%d", i), "s", turn, fmt.Sprint(turn)))
+	}
+	sorted := slices.Clone(turns)
+	slices.Sort(sorted)
+	got, err := s.Records(t.Context(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotTurns []int
+	for _, r := range got {
+		gotTurns = append(gotTurns, r.Turn)
+		if string(r.Data) != fmt.Sprint(r.Turn) {
+			t.Errorf("record %q of turn %d holds %q", r.ID, r.Turn, r.Data)
+		}
+	}
+	if !slices.Equal(gotTurns, sorted) {
+		t.Fatalf("Records turns = %v, want %v", gotTurns, sorted)
+	}
+	checkLatest(t, s, "ns", "s", fmt.Sprintf("r%d", len(turns)-1))
+}
+
+func testLatestIsByCommitNotTurn(t *testing.T, s store.Store) {
+	commit(t, s, "ns", rec("late", "s", 9, "x"))
+	commit(t, s, "ns", rec("early", "s", 2, "x"))
+	checkLatest(t, s, "ns", "s", "early")
+	checkRecords(t, s, "ns", "s", "early", "late")
+}
+
+func testRecommitIsNoop(t *testing.T, s store.Store) {
+	commit(t, s, "ns", rec("r1", "s", 0, "first"), blob("k1", "one"))
+	commit(t, s, "ns", rec("r2", "s", 1, "second"))
+	st := checkStats(t, s, "ns", 2, 1)
+
+	// Same ID: nothing changes, not even with other data, another turn or new blobs.
+	commit(t, s, "ns", rec("r1", "s", 0, "first"), blob("k1", "one"))
+	commit(t, s, "ns", rec("r1", "s", 7, "changed"), blob("k-new", "new"))
+	commit(t, s, "ns", rec("r1", "other-session", 0, "changed"))
+	checkRecords(t, s, "ns", "s", "r1", "r2")
+	checkRecords(t, s, "ns", "other-session")
+	checkLatest(t, s, "ns", "s", "r2")
+	checkRecord(t, s, "ns", rec("r1", "s", 0, "first"))
+	_, err := s.Blob(t.Context(), "ns", "k-new")
+	wantErr(t, "Blob committed with an already stored record", err, store.ErrNotFound)
+	if st2 := checkStats(t, s, "ns", 2, 1); st2.Bytes != st.Bytes {
+		t.Errorf("Stats.Bytes went from %d to %d on no-op commits", st.Bytes, st2.Bytes)
+	}
+}
+
+func testBlobDeduplicated(t *testing.T, s store.Store) {
+	commit(t, s, "ns", rec("r1", "s", 0, "x"), blob("k", "original"), blob("k2", "two"))
+	st := checkStats(t, s, "ns", 1, 2)
+	commit(t, s, "ns", rec("r2", "s", 1, "x"), blob("k", "original"))
+	// A stored key is not written again, whatever the data: the key is the caller's
+	// content address and the store does not check it.
+	commit(t, s, "ns", rec("r3", "s", 2, "x"), blob("k", "other data"), blob("k2", "two"))
+	// A key repeated within one commit is stored once.
+	commit(t, s, "ns", rec("r4", "s", 3, "x"), blob("dup", "first"), blob("dup", "second"))
+	st2 := checkStats(t, s, "ns", 4, 3)
+	checkBlob(t, s, "ns", "k", []byte("original"))
+	checkBlob(t, s, "ns", "dup", []byte("first"))
+	if st2.Bytes <= st.Bytes {
+		t.Errorf("Stats.Bytes = %d after three more records, was %d", st2.Bytes, st.Bytes)
+	}
+}
+
+func testEmptySession(t *testing.T, s store.Store) {
+	got, err := s.Records(t.Context(), "ns", "nothing")
+	if err != nil {
+		t.Fatalf("Records of an empty session: %v", err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("Records of an empty session = %d records", len(got))
+	}
+	_, err = s.Latest(t.Context(), "ns", "nothing")
+	wantErr(t, "Latest of an empty session", err, store.ErrNotFound)
+	st := checkStats(t, s, "ns", 0, 0)
+	if st.Bytes != 0 {
+		t.Errorf("Stats of an empty namespace: Bytes = %d", st.Bytes)
+	}
+}
+
+func testEmptyData(t *testing.T, s store.Store) {
+	commit(t, s, "ns", store.Record{ID: "nil", Session: "s", Turn: 0}, store.Blob{Key: "nil"})
+	commit(t, s, "ns", store.Record{ID: "empty", Session: "s", Turn: 1, Data: []byte{}}, store.Blob{Key: "empty", Data: []byte{}})
+	checkRecord(t, s, "ns", store.Record{ID: "nil", Session: "s", Turn: 0})
+	checkRecord(t, s, "ns", store.Record{ID: "empty", Session: "s", Turn: 1})
+	checkBlob(t, s, "ns", "nil", nil)
+	checkBlob(t, s, "ns", "empty", nil)
+	checkRecords(t, s, "ns", "s", "nil", "empty")
+	checkStats(t, s, "ns", 2, 2)
+}
+
+func testLargeBlob(t *testing.T, s store.Store) {
+	// Larger than the values some stores keep inline with their keys.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3<<20/16)
+	big[12345] = 'X'
+	commit(t, s, "ns", store.Record{ID: "r", Session: "s", Data: big[:1<<20+7]}, store.Blob{Key: "big", Data: big})
+	checkBlob(t, s, "ns", "big", big)
+	checkRecord(t, s, "ns", store.Record{ID: "r", Session: "s", Data: big[:1<<20+7]})
+	st := checkStats(t, s, "ns", 1, 1)
+	if st.Bytes < int64(len(big)) {
+		t.Errorf("Stats.Bytes = %d, less than the %d-byte blob", st.Bytes, len(big))
+	}
+}
+
+func testLargeCommit(t *testing.T, s store.Store) {
+	// Many blobs just under 1 MiB: a store that keeps such values inline and bounds the
+	// size of a transaction must still take them in one commit.
+	const n = 24
+	var blobs []store.Blob
+	for i := range n {
+		blobs = append(blobs, store.Blob{Key: fmt.Sprintf("k%02d", i), Data: bytes.Repeat([]byte{byte(i)}, 1<<20-100)})
+	}
+	commit(t, s, "ns", rec("r", "s", 0, "x"), blobs...)
+	for _, b := range blobs {
+		checkBlob(t, s, "ns", b.Key, b.Data)
+	}
+	checkStats(t, s, "ns", 1, n)
+}
+
+func testConcurrentCommits(t *testing.T, s store.Store) {
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for i := range n {
+		wg.Add(2)
+		// All into one session, sharing a blob.
+		go func() {
+			defer wg.Done()
+			r := rec(fmt.Sprintf("shared-%02d", i), "shared", i, fmt.Sprint(i))
+			errs <- s.Commit(context.Background(), "ns", r, []store.Blob{blob("common", "c"), blob(fmt.Sprintf("own-%02d", i), "o")})
+		}()
+		// One session each.
+		go func() {
+			defer wg.Done()
+			r := rec(fmt.Sprintf("solo-%02d", i), fmt.Sprintf("solo-%02d", i), 0, fmt.Sprint(i))
+			errs <- s.Commit(context.Background(), "ns", r, []store.Blob{blob(fmt.Sprintf("solo-%02d", i), "s")})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent Commit: %v", err)
+		}
+	}
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprintf("shared-%02d", i))
+		checkRecords(t, s, "ns", fmt.Sprintf("solo-%02d", i), fmt.Sprintf("solo-%02d", i))
+		checkLatest(t, s, "ns", fmt.Sprintf("solo-%02d", i), fmt.Sprintf("solo-%02d", i))
+	}
+	checkRecords(t, s, "ns", "shared", want...)
+	latest, err := s.Latest(t.Context(), "ns", "shared")
+	if err != nil || !slices.Contains(want, latest.ID) {
+		t.Errorf("Latest of the shared session = %q, %v", latest.ID, err)
+	}
+	checkStats(t, s, "ns", 2*n, 1+2*n)
+}
+
+func testConcurrentSameRecord(t *testing.T, s store.Store) {
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			errs <- s.Commit(context.Background(), "ns", rec("same", "s", 0, "x"), []store.Blob{blob("k", "b")})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent Commit of one record: %v", err)
+		}
+	}
+	checkRecords(t, s, "ns", "s", "same")
+	checkStats(t, s, "ns", 1, 1)
+}
+
+func testStats(t *testing.T, s store.Store) {
+	st0 := checkStats(t, s, "ns", 0, 0)
+	if st0.Bytes != 0 {
+		t.Errorf("Stats of an empty namespace: Bytes = %d", st0.Bytes)
+	}
+	commit(t, s, "ns", rec("r1", "s", 0, strings.Repeat("r", 100)), blob("k1", strings.Repeat("a", 1000)), blob("k2", "b"))
+	st1 := checkStats(t, s, "ns", 1, 2)
+	// At least every key and every byte of data it was given.
+	if least := int64(len("r1") + 100 + len("k1") + 1000 + len("k2") + 1); st1.Bytes < least {
+		t.Errorf("Stats.Bytes = %d, less than the %d bytes committed", st1.Bytes, least)
+	}
+	commit(t, s, "ns", rec("r2", "s", 1, "x"), blob("k3", strings.Repeat("c", 5000)))
+	st2 := checkStats(t, s, "ns", 2, 3)
+	if st2.Bytes < st1.Bytes+5000 {
+		t.Errorf("Stats.Bytes went from %d to %d after committing a 5000-byte blob", st1.Bytes, st2.Bytes)
+	}
+	// Other namespaces do not count.
+	commit(t, s, "ns2", rec("r1", "s", 0, "x"), blob("k1", strings.Repeat("z", 10000)))
+	if st3 := checkStats(t, s, "ns", 2, 3); st3 != st2 {
+		t.Errorf("Stats of ns went from %+v to %+v after a commit to ns2", st2, st3)
+	}
+	checkStats(t, s, "ns2", 1, 1)
+}
+
+func testCancelledContext(t *testing.T, s store.Store) {
+	commit(t, s, "ns", rec("r1", "s", 0, "x"), blob("k1", "y"))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	wantErr(t, "Commit with a cancelled context", s.Commit(ctx, "ns", rec("r2", "s", 1, "x"), nil), context.Canceled)
+	_, err := s.Record(ctx, "ns", "r1")
+	wantErr(t, "Record with a cancelled context", err, context.Canceled)
+	_, err = s.Records(ctx, "ns", "s")
+	wantErr(t, "Records with a cancelled context", err, context.Canceled)
+	_, err = s.Latest(ctx, "ns", "s")
+	wantErr(t, "Latest with a cancelled context", err, context.Canceled)
+	_, err = s.Blob(ctx, "ns", "k1")
+	wantErr(t, "Blob with a cancelled context", err, context.Canceled)
+	_, err = s.Stats(ctx, "ns")
+	wantErr(t, "Stats with a cancelled context", err, context.Canceled)
+	// The cancelled commit wrote nothing.
+	checkRecords(t, s, "ns", "s", "r1")
+}
+
+func testClosed(t *testing.T, s store.Store) {
+	commit(t, s, "ns", rec("r1", "s", 0, "x"), blob("k1", "y"))
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	ctx := t.Context()
+	wantErr(t, "Commit after Close", s.Commit(ctx, "ns", rec("r2", "s", 1, "x"), nil), store.ErrClosed)
+	_, err := s.Record(ctx, "ns", "r1")
+	wantErr(t, "Record after Close", err, store.ErrClosed)
+	_, err = s.Records(ctx, "ns", "s")
+	wantErr(t, "Records after Close", err, store.ErrClosed)
+	_, err = s.Latest(ctx, "ns", "s")
+	wantErr(t, "Latest after Close", err, store.ErrClosed)
+	_, err = s.Blob(ctx, "ns", "k1")
+	wantErr(t, "Blob after Close", err, store.ErrClosed)
+	_, err = s.Stats(ctx, "ns")
+	wantErr(t, "Stats after Close", err, store.ErrClosed)
+	if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+		t.Errorf("second Close: %v", err)
+	}
+}
