@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/terrarium-ai/terrarium/abi"
+)
+
+// Session is the working state of one session flow connection: its messages, custom
+// state and artifacts. It is safe for concurrent use (tools running in parallel may
+// update it) and reachable from the context the flow and its tools receive, through
+// SessionFromContext.
+//
+// Messages are immutable values once added: to change history, build new messages and
+// call SetMessages. Snapshots rely on this to store only what changed.
+type Session[State any] struct {
+	mu    sync.RWMutex
+	id    string
+	state SessionState[State]
+
+	// Snapshot bookkeeping.
+	parentID       string               // the last snapshot taken or resumed from
+	prevState      *SessionState[State] // the state at parentID, for callbacks
+	turnIndex      int                  // the turn now running
+	changed        bool                 // state changed since parentID
+	newSnapshotIDs []string
+}
+
+func newSession[State any](id string, st SessionState[State]) *Session[State] {
+	return &Session[State]{id: id, state: st}
+}
+
+// ID returns the session's identifier.
+func (s *Session[State]) ID() string { return s.id }
+
+// State returns a copy of the current state. The slices are the copy's own; the
+// messages, artifacts and the values inside Custom are shared.
+func (s *Session[State]) State() *SessionState[State] {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.copyState()
+}
+
+func (s *Session[State]) copyState() *SessionState[State] {
+	c := s.state
+	c.Messages = slices.Clone(s.state.Messages)
+	c.Artifacts = slices.Clone(s.state.Artifacts)
+	return &c
+}
+
+// Messages returns the conversation so far.
+func (s *Session[State]) Messages() []*abi.Message {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.state.Messages)
+}
+
+// AddMessages appends messages to the conversation.
+func (s *Session[State]) AddMessages(msgs ...*abi.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Messages = append(s.state.Messages, msgs...)
+	s.changed = true
+}
+
+// SetMessages replaces the conversation.
+func (s *Session[State]) SetMessages(msgs []*abi.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Messages = slices.Clone(msgs)
+	s.changed = true
+}
+
+// Custom returns the application's state.
+func (s *Session[State]) Custom() State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state.Custom
+}
+
+// SetCustom replaces the application's state.
+func (s *Session[State]) SetCustom(custom State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Custom = custom
+	s.changed = true
+}
+
+// UpdateCustom changes the application's state atomically: fn gets the current value
+// and returns the new one, with no other update in between. Tools running concurrently
+// use it instead of Custom followed by SetCustom.
+func (s *Session[State]) UpdateCustom(fn func(State) State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Custom = fn(s.state.Custom)
+	s.changed = true
+}
+
+// Artifacts returns the session's artifacts.
+func (s *Session[State]) Artifacts() []*Artifact {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.state.Artifacts)
+}
+
+// AddArtifact records an artifact. An artifact with the same non-empty name is
+// replaced, in place: a name identifies one artifact whose latest version counts.
+func (s *Session[State]) AddArtifact(a *Artifact) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.changed = true
+	if a.Name != "" {
+		for i, old := range s.state.Artifacts {
+			if old.Name == a.Name {
+				s.state.Artifacts = slices.Clone(s.state.Artifacts)
+				s.state.Artifacts[i] = a
+				return
+			}
+		}
+	}
+	s.state.Artifacts = append(s.state.Artifacts, a)
+}
+
+// SetArtifacts replaces the session's artifacts.
+func (s *Session[State]) SetArtifacts(artifacts ...*Artifact) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Artifacts = slices.Clone(artifacts)
+	s.changed = true
+}
+
+// PromptInput returns the input a DefineAgent prompt is rendered with.
+func (s *Session[State]) PromptInput() any {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state.PromptInput
+}
+
+// SetPromptInput replaces the prompt input.
+func (s *Session[State]) SetPromptInput(in any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.PromptInput = in
+	s.changed = true
+}
+
+// NewSnapshotIDs returns the IDs of the snapshots this connection created, in order.
+func (s *Session[State]) NewSnapshotIDs() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.newSnapshotIDs)
+}
+
+// TurnIndex returns the number of the turn now running, counted from 0 over the whole
+// session (a resumed session continues its count).
+func (s *Session[State]) TurnIndex() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.turnIndex
+}
+
+type sessionKey struct{}
+
+// NewSessionContext returns a context carrying the session, for tools and handlers.
+func NewSessionContext[State any](ctx context.Context, s *Session[State]) context.Context {
+	return context.WithValue(ctx, sessionKey{}, s)
+}
+
+// SessionFromContext returns the session in ctx, or nil if ctx carries none or one of
+// another State type.
+func SessionFromContext[State any](ctx context.Context) *Session[State] {
+	s, _ := ctx.Value(sessionKey{}).(*Session[State])
+	return s
+}

@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"context"
+	"errors"
+)
+
+// SnapshotContext is what a snapshot callback decides on.
+type SnapshotContext[State any] struct {
+	// Event is the moment the snapshot is considered.
+	Event SnapshotEvent
+	// State is the state that will be stored if the callback says yes.
+	State *SessionState[State]
+	// PrevState is the state at the last snapshot (taken or resumed from), or nil.
+	PrevState *SessionState[State]
+	// TurnIndex is the number of the turn that just ended (or is running, at the end of
+	// an invocation), counted from 0 over the whole session.
+	TurnIndex int
+}
+
+// SnapshotCallback decides whether to take a snapshot.
+type SnapshotCallback[State any] func(ctx context.Context, sc *SnapshotContext[State]) bool
+
+// SnapshotAlways takes a snapshot at every event.
+func SnapshotAlways[State any]() SnapshotCallback[State] {
+	return func(context.Context, *SnapshotContext[State]) bool { return true }
+}
+
+// SnapshotNever takes no snapshots.
+func SnapshotNever[State any]() SnapshotCallback[State] {
+	return func(context.Context, *SnapshotContext[State]) bool { return false }
+}
+
+// SnapshotOn takes a snapshot at the given events only.
+func SnapshotOn[State any](events ...SnapshotEvent) SnapshotCallback[State] {
+	set := map[SnapshotEvent]bool{}
+	for _, e := range events {
+		set[e] = true
+	}
+	return func(_ context.Context, sc *SnapshotContext[State]) bool { return set[sc.Event] }
+}
+
+// SnapshotStore persists snapshots. (Seed 003's interface, plus LatestSnapshot for
+// resuming a session by its ID.)
+type SnapshotStore[State any] interface {
+	// SaveSnapshot stores a snapshot and sets its SnapshotID, the content address of
+	// its record.
+	SaveSnapshot(ctx context.Context, snap *SessionSnapshot[State]) error
+	// GetSnapshot loads a snapshot; an unknown ID is an error wrapping
+	// ErrSnapshotNotFound.
+	GetSnapshot(ctx context.Context, snapshotID string) (*SessionSnapshot[State], error)
+	// ListSnapshots returns a session's snapshots in turn order; snapshots of equal
+	// turn (branches) in the order they were saved.
+	ListSnapshots(ctx context.Context, sessionID string) ([]*SessionSnapshot[State], error)
+	// LatestSnapshot returns the session's most recently saved snapshot, or an error
+	// wrapping ErrSnapshotNotFound.
+	LatestSnapshot(ctx context.Context, sessionID string) (*SessionSnapshot[State], error)
+}
+
+var (
+	// ErrSnapshotNotFound: no snapshot with that ID (or none for that session). It
+	// wraps ErrNotFound.
+	ErrSnapshotNotFound = &notFoundError{"snapshot not found"}
+	// ErrSnapshotCorrupt: a stored snapshot failed verification (a hash mismatch, a
+	// missing or undecodable piece). Its state is never returned.
+	ErrSnapshotCorrupt = errors.New("snapshot corrupt")
+)
+
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string        { return e.msg }
+func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }

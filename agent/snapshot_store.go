@@ -1,0 +1,407 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/store"
+)
+
+// The stored form of a snapshot (docs/architecture.md, "Snapshots"):
+//
+//   - a record: the JSON of snapshotRecord, keys sorted, no whitespace. The snapshot's
+//     ID is the hex SHA-256 of exactly these bytes.
+//   - blobs, each stored under the hex SHA-256 of its bytes: message segments, the
+//     custom state, each artifact, the prompt input.
+//
+// Messages are stored as a chain of segments, each holding the messages a save added
+// and the digest of the previous segment, so a turn writes only its own messages and a
+// long conversation's storage grows linearly.
+
+// snapshotFormat is the version of the stored form.
+const snapshotFormat = 1
+
+// snapshotRecord is a stored snapshot. Fields are declared in the order of their JSON
+// keys so that encoding/json writes the keys sorted.
+type snapshotRecord struct {
+	CreatedAt time.Time     `json:"createdAt"`
+	Event     SnapshotEvent `json:"event"`
+	ParentID  string        `json:"parentId,omitempty"`
+	SessionID string        `json:"sessionId"`
+	State     stateRoot     `json:"state"`
+	TurnIndex int           `json:"turnIndex"`
+	V         int           `json:"v"`
+}
+
+// stateRoot holds the digests of a state's pieces.
+type stateRoot struct {
+	Artifacts   []string     `json:"artifacts,omitempty"`
+	Custom      string       `json:"custom,omitempty"`
+	Messages    *messagesRef `json:"messages,omitempty"`
+	PromptInput string       `json:"promptInput,omitempty"`
+}
+
+type messagesRef struct {
+	Count int    `json:"count"`
+	Head  string `json:"head"`
+}
+
+// segment is a run of messages: those at positions Start, Start+1, ... of the
+// conversation, after the segment Prev ends.
+type segment struct {
+	Messages []*abi.Message `json:"messages"`
+	Prev     string         `json:"prev,omitempty"`
+	Start    int            `json:"start"`
+}
+
+// segRef locates a stored segment; refs link into a chain shared between snapshots.
+type segRef struct {
+	digest string
+	end    int // position after the segment's last message
+	prev   *segRef
+}
+
+// known is what the store remembers of a snapshot it saved or loaded recently, so that
+// the next snapshot of the session writes only what changed.
+type known struct {
+	msgs  []*abi.Message
+	chain *segRef
+	root  stateRoot
+}
+
+// SnapshotStoreOption configures NewSnapshotStore.
+type SnapshotStoreOption func(*snapshotStoreConfig)
+
+type snapshotStoreConfig struct {
+	ns string
+}
+
+// WithNamespace keeps the snapshots under a namespace of the underlying store
+// ("default" unless set). Tenants given different namespaces never see each other's
+// snapshots.
+func WithNamespace(ns string) SnapshotStoreOption {
+	return func(c *snapshotStoreConfig) { c.ns = ns }
+}
+
+type snapshotStore[State any] struct {
+	st       store.Store
+	ns       string
+	recent   *lru.Cache[string, *known]
+	segments *lru.Cache[string, *segment]
+}
+
+// NewSnapshotStore returns a SnapshotStore keeping snapshots in st, content-addressed
+// and verified on every read.
+func NewSnapshotStore[State any](st store.Store, opts ...SnapshotStoreOption) SnapshotStore[State] {
+	cfg := snapshotStoreConfig{ns: "default"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	recent, _ := lru.New[string, *known](1024)
+	segments, _ := lru.New[string, *segment](8192)
+	return &snapshotStore[State]{st: st, ns: cfg.ns, recent: recent, segments: segments}
+}
+
+// NewInMemorySnapshotStore returns a SnapshotStore that keeps snapshots in memory.
+func NewInMemorySnapshotStore[State any]() SnapshotStore[State] {
+	return NewSnapshotStore[State](store.NewMemory())
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// SaveSnapshot implements SnapshotStore.
+func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSnapshot[State]) error {
+	var parent *known
+	if snap.ParentID != "" {
+		var err error
+		if parent, err = s.knownOf(ctx, snap.ParentID); err != nil {
+			return fmt.Errorf("agent: saving a snapshot of session %s: parent: %w", snap.SessionID, err)
+		}
+	}
+	var blobs []store.Blob
+	add := func(data []byte) string {
+		d := digest(data)
+		if !slices.ContainsFunc(blobs, func(b store.Blob) bool { return b.Key == d }) {
+			blobs = append(blobs, store.Blob{Key: d, Data: data})
+		}
+		return d
+	}
+	reuse := func(data []byte, parentDigest string) string {
+		if d := digest(data); d == parentDigest {
+			return d // stored with the parent already
+		}
+		return add(data)
+	}
+	st := &snap.State
+	var root stateRoot
+	var prev stateRoot
+	if parent != nil {
+		prev = parent.root
+	}
+
+	// Messages: keep the parent's segments that lie wholly inside the unchanged prefix.
+	var base *segRef
+	if parent != nil {
+		p := commonPrefix(parent.msgs, st.Messages)
+		base = parent.chain
+		for base != nil && base.end > p {
+			base = base.prev
+		}
+	}
+	head := base
+	start := 0
+	if base != nil {
+		start = base.end
+	}
+	if start < len(st.Messages) {
+		seg := segment{Messages: st.Messages[start:], Start: start}
+		if base != nil {
+			seg.Prev = base.digest
+		}
+		data, err := json.Marshal(seg)
+		if err != nil {
+			return fmt.Errorf("agent: encoding the messages of session %s: %w", snap.SessionID, err)
+		}
+		head = &segRef{digest: add(data), end: len(st.Messages), prev: base}
+	}
+	if head != nil {
+		root.Messages = &messagesRef{Count: head.end, Head: head.digest}
+	}
+
+	custom, err := json.Marshal(st.Custom)
+	if err != nil {
+		return fmt.Errorf("agent: encoding the custom state of session %s: %w", snap.SessionID, err)
+	}
+	root.Custom = reuse(custom, prev.Custom)
+	for i, a := range st.Artifacts {
+		data, err := json.Marshal(a)
+		if err != nil {
+			return fmt.Errorf("agent: encoding artifact %q of session %s: %w", a.Name, snap.SessionID, err)
+		}
+		var was string
+		if i < len(prev.Artifacts) {
+			was = prev.Artifacts[i]
+		}
+		root.Artifacts = append(root.Artifacts, reuse(data, was))
+	}
+	if st.PromptInput != nil {
+		data, err := json.Marshal(st.PromptInput)
+		if err != nil {
+			return fmt.Errorf("agent: encoding the prompt input of session %s: %w", snap.SessionID, err)
+		}
+		root.PromptInput = reuse(data, prev.PromptInput)
+	}
+
+	if snap.CreatedAt.IsZero() {
+		snap.CreatedAt = time.Now()
+	}
+	rec := snapshotRecord{
+		CreatedAt: snap.CreatedAt.UTC(),
+		Event:     snap.Event,
+		ParentID:  snap.ParentID,
+		SessionID: snap.SessionID,
+		State:     root,
+		TurnIndex: snap.TurnIndex,
+		V:         snapshotFormat,
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("agent: encoding the snapshot record of session %s: %w", snap.SessionID, err)
+	}
+	id := digest(data)
+	if err := s.st.Commit(ctx, s.ns, store.Record{ID: id, Session: snap.SessionID, Turn: snap.TurnIndex, Data: data}, blobs); err != nil {
+		return fmt.Errorf("agent: saving a snapshot of session %s: %w", snap.SessionID, err)
+	}
+	snap.SnapshotID = id
+	s.recent.Add(id, &known{msgs: slices.Clip(st.Messages), chain: head, root: root})
+	return nil
+}
+
+// commonPrefix counts the leading messages two conversations share. Messages are
+// immutable once added, so the same pointer means the same message.
+func commonPrefix(a, b []*abi.Message) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// knownOf returns what is needed to save a child of the snapshot id, loading the
+// snapshot when it is not remembered.
+func (s *snapshotStore[State]) knownOf(ctx context.Context, id string) (*known, error) {
+	if k, ok := s.recent.Get(id); ok {
+		return k, nil
+	}
+	if _, err := s.GetSnapshot(ctx, id); err != nil {
+		return nil, err
+	}
+	k, ok := s.recent.Get(id)
+	if !ok {
+		return nil, fmt.Errorf("agent: snapshot %s evicted while loading", id)
+	}
+	return k, nil
+}
+
+// GetSnapshot implements SnapshotStore. Every piece read is checked against its hash.
+func (s *snapshotStore[State]) GetSnapshot(ctx context.Context, id string) (*SessionSnapshot[State], error) {
+	rec, err := s.st.Record(ctx, s.ns, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("agent: %w: %s", ErrSnapshotNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent: loading snapshot %s: %w", id, err)
+	}
+	return s.decode(ctx, rec)
+}
+
+func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*SessionSnapshot[State], error) {
+	id := rec.ID
+	corrupt := func(format string, args ...any) error {
+		return fmt.Errorf("agent: %w: snapshot %s: %s", ErrSnapshotCorrupt, id, fmt.Sprintf(format, args...))
+	}
+	if digest(rec.Data) != id {
+		return nil, corrupt("its record does not hash to its ID")
+	}
+	var r snapshotRecord
+	if err := json.Unmarshal(rec.Data, &r); err != nil {
+		return nil, corrupt("record: %v", err)
+	}
+	if r.V != snapshotFormat {
+		return nil, corrupt("stored in format %d; this version reads format %d", r.V, snapshotFormat)
+	}
+	blob := func(what, d string) ([]byte, error) {
+		data, err := s.st.Blob(ctx, s.ns, d)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, corrupt("%s (blob %s) is missing", what, d)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("agent: loading snapshot %s: %s: %w", id, what, err)
+		}
+		if digest(data) != d {
+			return nil, corrupt("%s (blob %s) does not match its hash", what, d)
+		}
+		return data, nil
+	}
+	snap := &SessionSnapshot[State]{
+		SnapshotID: id,
+		SessionID:  r.SessionID,
+		ParentID:   r.ParentID,
+		CreatedAt:  r.CreatedAt,
+		TurnIndex:  r.TurnIndex,
+		Event:      r.Event,
+	}
+
+	// Walk the message chain from its head back to the first segment.
+	var chain *segRef
+	if m := r.State.Messages; m != nil {
+		var segs []*segment
+		var refs []string
+		for d := m.Head; d != ""; {
+			seg, ok := s.segments.Get(d)
+			if !ok {
+				data, err := blob("messages", d)
+				if err != nil {
+					return nil, err
+				}
+				seg = &segment{}
+				if err := json.Unmarshal(data, seg); err != nil {
+					return nil, corrupt("message segment %s: %v", d, err)
+				}
+				s.segments.Add(d, seg)
+			}
+			segs = append(segs, seg)
+			refs = append(refs, d)
+			d = seg.Prev
+			if len(segs) > m.Count+1 {
+				return nil, corrupt("message chain longer than its %d messages", m.Count)
+			}
+		}
+		msgs := make([]*abi.Message, 0, m.Count)
+		for i := len(segs) - 1; i >= 0; i-- {
+			if segs[i].Start != len(msgs) {
+				return nil, corrupt("message segment %s starts at %d, after %d messages", refs[i], segs[i].Start, len(msgs))
+			}
+			msgs = append(msgs, segs[i].Messages...)
+			chain = &segRef{digest: refs[i], end: len(msgs), prev: chain}
+		}
+		if len(msgs) != m.Count {
+			return nil, corrupt("holds %d messages, its record says %d", len(msgs), m.Count)
+		}
+		snap.State.Messages = msgs
+	}
+	if r.State.Custom != "" {
+		data, err := blob("custom state", r.State.Custom)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(data, &snap.State.Custom); err != nil {
+			return nil, corrupt("custom state does not decode into %T: %v", snap.State.Custom, err)
+		}
+	}
+	for _, d := range r.State.Artifacts {
+		data, err := blob("artifact", d)
+		if err != nil {
+			return nil, err
+		}
+		var a Artifact
+		if err := json.Unmarshal(data, &a); err != nil {
+			return nil, corrupt("artifact %s: %v", d, err)
+		}
+		snap.State.Artifacts = append(snap.State.Artifacts, &a)
+	}
+	if r.State.PromptInput != "" {
+		data, err := blob("prompt input", r.State.PromptInput)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(data, &snap.State.PromptInput); err != nil {
+			return nil, corrupt("prompt input: %v", err)
+		}
+	}
+	s.recent.Add(id, &known{msgs: slices.Clip(snap.State.Messages), chain: chain, root: r.State})
+	return snap, nil
+}
+
+// ListSnapshots implements SnapshotStore.
+func (s *snapshotStore[State]) ListSnapshots(ctx context.Context, sessionID string) ([]*SessionSnapshot[State], error) {
+	recs, err := s.st.Records(ctx, s.ns, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("agent: listing the snapshots of session %s: %w", sessionID, err)
+	}
+	out := make([]*SessionSnapshot[State], 0, len(recs))
+	for _, rec := range recs {
+		snap, err := s.decode(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, snap)
+	}
+	return out, nil
+}
+
+// LatestSnapshot implements SnapshotStore.
+func (s *snapshotStore[State]) LatestSnapshot(ctx context.Context, sessionID string) (*SessionSnapshot[State], error) {
+	rec, err := s.st.Latest(ctx, s.ns, sessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("agent: %w: session %s has none", ErrSnapshotNotFound, sessionID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent: loading the latest snapshot of session %s: %w", sessionID, err)
+	}
+	return s.decode(ctx, rec)
+}
