@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -172,5 +175,51 @@ func NewSessionContext[State any](ctx context.Context, s *Session[State]) contex
 // another State type.
 func SessionFromContext[State any](ctx context.Context) *Session[State] {
 	s, _ := ctx.Value(sessionKey{}).(*Session[State])
+	return s
+}
+
+// AnySession is the view of a session for code that does not know its State type:
+// plugins and handlers, which exchange the custom state as JSON.
+type AnySession interface {
+	ID() string
+	// CustomJSON returns the custom state as JSON.
+	CustomJSON() ([]byte, error)
+	// SetCustomJSON replaces the custom state with JSON that must decode into the
+	// session's State type without unknown fields; otherwise the state is unchanged.
+	SetCustomJSON(data []byte) error
+	Messages() []*abi.Message
+	AddMessages(msgs ...*abi.Message)
+	SetMessages(msgs []*abi.Message)
+	AddArtifact(a *Artifact)
+	TurnIndex() int
+}
+
+var _ AnySession = (*Session[struct{}])(nil)
+
+// CustomJSON implements AnySession.
+func (s *Session[State]) CustomJSON() ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return json.Marshal(s.state.Custom)
+}
+
+// SetCustomJSON implements AnySession.
+func (s *Session[State]) SetCustomJSON(data []byte) error {
+	var v State
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("agent: the state does not decode into %T: %w", v, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("agent: the state holds more than one JSON value")
+	}
+	s.SetCustom(v)
+	return nil
+}
+
+// AnySessionFromContext returns the session in ctx whatever its State type, or nil.
+func AnySessionFromContext(ctx context.Context) AnySession {
+	s, _ := ctx.Value(sessionKey{}).(AnySession)
 	return s
 }

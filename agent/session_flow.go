@@ -218,10 +218,11 @@ func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[Stat
 	ctx = NewSessionContext(ctx, sess)
 	resp := &Responder[Stream]{
 		out:         out,
-		ctx:         ctx,
 		endTurn:     func(ctx context.Context) (string, error) { return f.endTurn(ctx, sess) },
 		addArtifact: sess.AddArtifact,
 	}
+	ctx = WithStatusFunc(ctx, statusSender(resp))
+	resp.ctx = ctx
 	if err := f.fn(ctx, inCh, resp, &SessionFlowParams[Stream, State]{Session: sess, Init: init}); err != nil {
 		return nil, err
 	}
@@ -232,8 +233,7 @@ func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[Stat
 }
 
 // snapshot takes a snapshot if the callback says so, and returns its ID ("" if none
-// was taken). At the end of an invocation, a state unchanged since the last snapshot is
-// not stored again.
+// was taken). A state unchanged since the last snapshot is not stored again.
 func (f *SessionFlow[Stream, State]) snapshot(ctx context.Context, sess *Session[State], event SnapshotEvent) (string, error) {
 	if f.store == nil {
 		return "", nil
@@ -243,13 +243,11 @@ func (f *SessionFlow[Stream, State]) snapshot(ctx context.Context, sess *Session
 	sc := &SnapshotContext[State]{Event: event, State: sess.copyState(), PrevState: sess.prevState, TurnIndex: sess.turnIndex}
 	parent := sess.parentID
 	sess.mu.RUnlock()
-	if event == SnapshotEventInvocationEnd {
-		if unchanged {
-			return "", nil
-		}
-		if sc.TurnIndex > 0 {
-			sc.TurnIndex-- // no turn is running: the state belongs to the last one
-		}
+	if unchanged {
+		return "", nil
+	}
+	if event == SnapshotEventInvocationEnd && sc.TurnIndex > 0 {
+		sc.TurnIndex-- // no turn is running: the state belongs to the last one
 	}
 	if !f.callback(ctx, sc) {
 		return "", nil
@@ -313,6 +311,12 @@ func (r *Responder[Stream]) SendArtifact(a *Artifact) error {
 	return r.out.send(&SessionFlowStreamChunk[Stream]{Artifact: a})
 }
 
+// reject tells the client its input for this turn was refused (a resume naming a tool
+// request that is not pending, say): the client's Receive yields err.
+func (r *Responder[Stream]) reject(err error) error {
+	return r.out.send(&SessionFlowStreamChunk[Stream]{Error: &TurnError{Message: err.Error(), err: err}})
+}
+
 // EndTurn ends the answer to the current input: it takes a snapshot if the callback
 // says so (streamed as SnapshotCreated), then streams EndTurn, and the client's
 // Receive loop ends.
@@ -372,6 +376,9 @@ func (c *SessionFlowConnection[Stream, State]) Close() error { return c.conn.Clo
 func (c *SessionFlowConnection[Stream, State]) Receive() iter.Seq2[*SessionFlowStreamChunk[Stream], error] {
 	return func(yield func(*SessionFlowStreamChunk[Stream], error) bool) {
 		for v, err := range c.conn.Responses() {
+			if err == nil && v.Error != nil {
+				err = v.Error
+			}
 			if !yield(v, err) {
 				if err == nil && v.EndTurn {
 					// The turn signal follows the EndTurn chunk; take it now so the

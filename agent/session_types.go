@@ -95,7 +95,23 @@ type SessionFlowStreamChunk[Stream any] struct {
 	Artifact *Artifact `json:"artifact,omitempty"`
 	// SnapshotCreated is the ID of a snapshot just persisted.
 	SnapshotCreated string `json:"snapshotCreated,omitempty"`
+	// Error reports that the flow refused the turn's input (the session is unchanged
+	// and stays open); Receive yields it as its error.
+	Error *TurnError `json:"error,omitempty"`
 	// EndTurn marks the end of the flow's answer to the last input: the client may
 	// send the next one.
 	EndTurn bool `json:"endTurn,omitempty"`
 }
+
+// TurnError is a refused turn, as streamed to the client.
+type TurnError struct {
+	Message string `json:"message"`
+	err     error  // the original error, for clients in the same process
+}
+
+// Error implements error.
+func (e *TurnError) Error() string { return e.Message }
+
+// Unwrap returns the original error when the client runs in the flow's process, so
+// errors.Is works across the connection.
+func (e *TurnError) Unwrap() error { return e.err }
