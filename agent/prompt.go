@@ -1,0 +1,616 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/goccy/go-yaml"
+	"github.com/google/dotprompt/go/dotprompt"
+	"github.com/mbleigh/raymond/ast"
+	"github.com/mbleigh/raymond/parser"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/internal/schema"
+)
+
+// PromptRenderer renders a prompt for an input: the messages, model, tools, config and
+// output it stands for. Prompt (input of any type) and *DataPrompt[In, Out] (typed
+// input, checked by the compiler) implement it.
+type PromptRenderer[In any] interface {
+	Render(ctx context.Context, input In) (*abi.GenerateActionOptions, error)
+}
+
+// Prompt is a prompt template with its generation settings: defined in code
+// (DefinePrompt) or loaded from a .prompt file in the Dotprompt format (LoadPrompt,
+// LoadPromptDir). Templates are Handlebars: {{name}} reads the input, {{@state.field}}
+// the custom state of the session in the context, and {{role "system"}} starts a message
+// with that role.
+//
+// Rendering fails, naming the template's file and line, when the template refers to an
+// input variable or a state field that is missing.
+type Prompt interface {
+	Action
+	Name() string
+	// Render renders the prompt for the input (a struct or a map; nil for none).
+	Render(ctx context.Context, input any) (*abi.GenerateActionOptions, error)
+	// Execute renders the prompt and generates with it; opts override its settings.
+	Execute(ctx context.Context, input any, opts ...GenerateOption) (*abi.GenerateResponse, error)
+}
+
+// ErrPromptTemplate is wrapped by errors in a prompt template: a parse error, a missing
+// variable, a failed rendering.
+var ErrPromptTemplate = errors.New("prompt template error")
+
+type prompt struct {
+	reg  *Registry
+	name string
+	// where is the prompt's origin for error messages: a file path, or "prompt <name>".
+	where     string
+	templates []*promptTemplate
+	// static messages follow the system template and precede the user template
+	// (code-defined prompts' WithMessages).
+	static []*abi.Message
+	// settings are the prompt's generate options (model, tools, config, output).
+	settings generateOptions
+	opts     []GenerateOption
+	defaults map[string]any
+}
+
+// promptTemplate is one compiled template of a prompt.
+type promptTemplate struct {
+	source string
+	line   int // line of the template's first line in its file (1 for code)
+	prog   *ast.Program
+	mu     sync.Mutex // dotprompt renders through state held on its instance
+	fn     dotprompt.PromptFunction
+}
+
+// DefinePrompt defines a prompt in code and registers it as /prompt/<name>. In opts,
+// WithSystem and WithPrompt are templates; WithMessages are fixed messages placed
+// between them; the other options (model, tools, config, output, ...) are the prompt's
+// settings. It panics if a template does not parse or the name is taken.
+func DefinePrompt(r *Registry, name string, opts ...GenerateOption) Prompt {
+	p, err := newCodePrompt(r, name, opts)
+	if err != nil {
+		panic(err)
+	}
+	r.mustRegister(p)
+	return p
+}
+
+func newCodePrompt(r *Registry, name string, opts []GenerateOption) (*prompt, error) {
+	p := &prompt{reg: r, name: name, where: "prompt " + strconv.Quote(name), opts: opts}
+	for _, o := range opts {
+		o(&p.settings)
+	}
+	if p.settings.err != nil {
+		return nil, fmt.Errorf("agent: prompt %q: %w", name, p.settings.err)
+	}
+	p.static = p.settings.messages
+	if p.settings.hasSystem {
+		t, err := compileTemplate(p.where, `{{role "system"}}`+p.settings.system, 1, nil)
+		if err != nil {
+			return nil, err
+		}
+		p.templates = append(p.templates, t)
+	}
+	if p.settings.hasPrompt {
+		t, err := compileTemplate(p.where, `{{role "user"}}`+p.settings.prompt, 1, nil)
+		if err != nil {
+			return nil, err
+		}
+		p.templates = append(p.templates, t)
+	}
+	return p, nil
+}
+
+// LoadPrompt loads one .prompt file and registers it under its file name without the
+// extension (greeting.prompt: /prompt/greeting; greeting.casual.prompt:
+// /prompt/greeting.casual). Errors name the file and line.
+func LoadPrompt(r *Registry, path string) (Prompt, error) {
+	p, err := loadPrompt(r, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Register(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// LoadPromptDir loads every .prompt file in dir (not its subdirectories). Files whose
+// name starts with an underscore are partials, usable by the others as {{> name}}.
+func LoadPromptDir(r *Registry, dir string) ([]Prompt, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: loading prompts: %w", err)
+	}
+	partials := map[string]string{}
+	var files []string
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".prompt") {
+			continue
+		}
+		if strings.HasPrefix(e.Name(), "_") {
+			src, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				return nil, fmt.Errorf("agent: loading prompts: %w", err)
+			}
+			partials[strings.TrimSuffix(strings.TrimPrefix(e.Name(), "_"), ".prompt")] = string(src)
+			continue
+		}
+		files = append(files, filepath.Join(dir, e.Name()))
+	}
+	sort.Strings(files)
+	var out []Prompt
+	for _, f := range files {
+		p, err := loadPrompt(r, f, partials)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.Register(p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+var yamlLine = regexp.MustCompile(`^\[(\d+):(\d+)\]\s*`)
+
+func loadPrompt(r *Registry, path string, partials map[string]string) (*prompt, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: loading prompt: %w", err)
+	}
+	src := string(data)
+	name := strings.TrimSuffix(filepath.Base(path), ".prompt")
+	// dotprompt swallows front matter errors (it prints them and treats the whole file
+	// as the template), so the front matter is parsed here first, with line numbers.
+	if m := dotprompt.FrontmatterAndBodyRegex.FindStringSubmatch(src); m != nil {
+		var front map[string]any
+		if err := yaml.Unmarshal([]byte(m[1]), &front); err != nil {
+			msg := err.Error()
+			line := 0
+			if lm := yamlLine.FindStringSubmatch(msg); lm != nil {
+				n, _ := strconv.Atoi(lm[1])
+				line = n + 1 // the front matter starts after the opening ---
+				msg = strings.TrimSpace(strings.SplitN(yamlLine.ReplaceAllString(msg, ""), "\n", 2)[0])
+			}
+			return nil, fmt.Errorf("agent: %w: %s:%d: front matter: %s", ErrPromptTemplate, path, line, msg)
+		}
+	} else if strings.HasPrefix(strings.TrimSpace(src), "---") {
+		return nil, fmt.Errorf("agent: %w: %s:1: front matter is not closed with a --- line", ErrPromptTemplate, path)
+	}
+	parsed, err := dotprompt.ParseDocument(src)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w: %s: %v", ErrPromptTemplate, path, err)
+	}
+	line := 1
+	if i := strings.LastIndex(src, parsed.Template); i >= 0 && parsed.Template != "" {
+		line = strings.Count(src[:i], "\n") + 1
+	}
+	t, err := compileTemplate(path, src, line, partials)
+	if err != nil {
+		return nil, err
+	}
+	t.source = parsed.Template
+	p := &prompt{reg: r, name: name, where: path, templates: []*promptTemplate{t}, defaults: parsed.Input.Default}
+	meta := parsed.PromptMetadata
+	if meta.Model != "" {
+		p.settings.modelName = meta.Model
+	}
+	if len(meta.Config) > 0 {
+		p.settings.config = map[string]any(meta.Config)
+	}
+	p.settings.toolNames = meta.Tools
+	p.settings.maxTurns = meta.MaxTurns
+	if meta.Output.Format != "" || meta.Output.Schema != nil {
+		p.settings.output = &abi.GenerateActionOutputConfig{Format: meta.Output.Format}
+	}
+	// The rendered metadata carries the output schema converted from Picoschema.
+	rendered, err := dotprompt.NewDotprompt(nil).RenderMetadata(parsed, nil)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w: %s: %v", ErrPromptTemplate, path, err)
+	}
+	if rendered.Output.Schema != nil {
+		s, err := toSchemaMap(rendered.Output.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w: %s: output schema: %v", ErrPromptTemplate, path, err)
+		}
+		if _, err := schema.Compile(s); err != nil {
+			return nil, fmt.Errorf("agent: %w: %s: output schema: %v", ErrPromptTemplate, path, err)
+		}
+		if p.settings.output.Format == "" {
+			p.settings.output.Format = "json"
+		}
+		p.settings.output.JSONSchema = s
+		p.settings.output.ContentType = "application/json"
+	}
+	return p, nil
+}
+
+func toSchemaMap(s any) (map[string]any, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "$schema")
+	return m, nil
+}
+
+var raymondLine = regexp.MustCompile(`(?i)line (\d+)`)
+
+// helperNamedVar matches a variable used alone whose name is also a dotprompt helper
+// that needs arguments ({{role}} in "You are a {{role}} assistant"). Handlebars would
+// call the helper; it can only mean the variable, so it is rewritten to {{./role}}.
+var helperNamedVar = regexp.MustCompile(`\{\{(~?)\s*(role|json|media|section|ifEquals|unlessEquals)\s*(~?)\}\}`)
+
+// compileTemplate parses and compiles a template; where and line locate it in errors.
+func compileTemplate(where, src string, line int, partials map[string]string) (*promptTemplate, error) {
+	src = helperNamedVar.ReplaceAllString(src, "{{$1./$2$3}}")
+	body := src
+	if m := dotprompt.FrontmatterAndBodyRegex.FindStringSubmatch(src); m != nil {
+		body = m[2]
+	}
+	prog, err := parser.Parse(body)
+	if err != nil {
+		msg := err.Error()
+		at := line
+		if m := raymondLine.FindStringSubmatch(msg); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			at = line + n - 1
+		}
+		return nil, fmt.Errorf("agent: %w: %s:%d: %s", ErrPromptTemplate, where, at, strings.Join(strings.Fields(msg), " "))
+	}
+	dp := dotprompt.NewDotprompt(&dotprompt.DotpromptOptions{Partials: partials})
+	fn, err := dp.Compile(src, nil)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w: %s:%d: %v", ErrPromptTemplate, where, line, err)
+	}
+	return &promptTemplate{source: body, line: line, prog: prog, fn: fn}, nil
+}
+
+func (p *prompt) Name() string { return p.name }
+
+func (p *prompt) Desc() ActionDesc {
+	d := ActionDesc{Key: Key(ActionTypePrompt, p.name), Type: ActionTypePrompt, Name: p.name}
+	if p.where != "" && !strings.HasPrefix(p.where, "prompt ") {
+		d.Metadata = map[string]any{"file": p.where}
+	}
+	return d
+}
+
+// Render implements Prompt.
+func (p *prompt) Render(ctx context.Context, input any) (*abi.GenerateActionOptions, error) {
+	in, err := asMap(input)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %s: the input is not an object: %w", p.where, err)
+	}
+	for k, v := range p.defaults {
+		if _, ok := in[k]; !ok {
+			in[k] = v
+		}
+	}
+	state := map[string]any{}
+	if s := AnySessionFromContext(ctx); s != nil {
+		raw, err := s.CustomJSON()
+		if err != nil {
+			return nil, fmt.Errorf("agent: %s: encoding the session state: %w", p.where, err)
+		}
+		var m map[string]any
+		if json.Unmarshal(raw, &m) == nil && m != nil {
+			state = m
+		}
+	}
+	var msgs []*abi.Message
+	for i, t := range p.templates {
+		if err := checkVars(p.where, t, in, state); err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		rendered, err := t.fn(&dotprompt.DataArgument{Input: in, Context: map[string]any{"state": state}}, nil)
+		t.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w: %s:%d: %v", ErrPromptTemplate, p.where, t.line, err)
+		}
+		for _, m := range rendered.Messages {
+			msgs = append(msgs, fromDotprompt(m))
+		}
+		if i == 0 && len(p.static) > 0 && p.settings.hasSystem {
+			msgs = append(msgs, p.static...)
+		}
+	}
+	if len(p.static) > 0 && !p.settings.hasSystem {
+		msgs = append(append([]*abi.Message(nil), p.static...), msgs...)
+	}
+	o := p.settings
+	return o.actionOptionsWithMessages(msgs), nil
+}
+
+// actionOptionsWithMessages is the serializable form of a prompt's settings.
+func (o generateOptions) actionOptionsWithMessages(msgs []*abi.Message) *abi.GenerateActionOptions {
+	a := &abi.GenerateActionOptions{
+		Model:              o.modelName,
+		Messages:           msgs,
+		Tools:              append([]string(nil), o.toolNames...),
+		ToolChoice:         o.toolChoice,
+		Config:             o.config,
+		Output:             o.output,
+		ReturnToolRequests: o.returnToolRequests,
+		MaxTurns:           o.maxTurns,
+		Docs:               o.docs,
+	}
+	if o.model != nil {
+		a.Model = o.model.Name()
+	}
+	for _, t := range o.tools {
+		a.Tools = append(a.Tools, t.Name())
+	}
+	return a
+}
+
+// Execute implements Prompt.
+func (p *prompt) Execute(ctx context.Context, input any, opts ...GenerateOption) (*abi.GenerateResponse, error) {
+	a, err := p.Render(ctx, input)
+	if err != nil {
+		return nil, err
+	}
+	return Generate(ctx, p.reg, append(p.generateOptions(a), opts...)...)
+}
+
+// generateOptions turns a rendered prompt into generate options, keeping the tools and
+// model the prompt holds by value.
+func (p *prompt) generateOptions(a *abi.GenerateActionOptions) []GenerateOption {
+	opts := []GenerateOption{WithActionOptions(a)}
+	if p.settings.model != nil {
+		opts = append(opts, WithModel(p.settings.model))
+	}
+	if len(p.settings.tools) > 0 {
+		opts = append(opts, WithTools(p.settings.tools...))
+	}
+	if p.settings.outputType != nil {
+		opts = append(opts, func(o *generateOptions) { o.outputType = p.settings.outputType })
+	}
+	return opts
+}
+
+// LookupPrompt returns the prompt registered under name.
+func (r *Registry) LookupPrompt(name string) (Prompt, error) {
+	p, ok := r.Lookup(Key(ActionTypePrompt, name)).(Prompt)
+	if !ok {
+		return nil, fmt.Errorf("agent: %w: prompt %q", ErrNotFound, name)
+	}
+	return p, nil
+}
+
+// DataPrompt is a prompt with a typed input and output: the compiler checks the input's
+// type, and Execute decodes the output.
+type DataPrompt[In, Out any] struct {
+	p *prompt
+}
+
+// DefineDataPrompt defines a prompt with typed input and output, as DefinePrompt does.
+// Unless Out is string, the prompt asks for JSON output with Out's schema.
+func DefineDataPrompt[In, Out any](r *Registry, name string, opts ...GenerateOption) *DataPrompt[In, Out] {
+	var out Out
+	if _, isString := any(out).(string); !isString {
+		opts = append([]GenerateOption{WithOutputType(out)}, opts...)
+	}
+	p, err := newCodePrompt(r, name, opts)
+	if err != nil {
+		panic(err)
+	}
+	r.mustRegister(p)
+	return &DataPrompt[In, Out]{p: p}
+}
+
+// Name returns the prompt's name.
+func (d *DataPrompt[In, Out]) Name() string { return d.p.name }
+
+// Render renders the prompt for a typed input.
+func (d *DataPrompt[In, Out]) Render(ctx context.Context, input In) (*abi.GenerateActionOptions, error) {
+	return d.p.Render(ctx, input)
+}
+
+// Execute renders the prompt, generates with it, and decodes the output.
+func (d *DataPrompt[In, Out]) Execute(ctx context.Context, input In, opts ...GenerateOption) (*Out, *abi.GenerateResponse, error) {
+	resp, err := d.p.Execute(ctx, input, opts...)
+	if err != nil {
+		return nil, resp, err
+	}
+	var out Out
+	if s, ok := any(&out).(*string); ok {
+		*s = resp.Text()
+		return &out, resp, nil
+	}
+	if err := resp.Output(&out); err != nil {
+		return nil, resp, fmt.Errorf("agent: %w: %v", ErrInvalidOutput, err)
+	}
+	return &out, resp, nil
+}
+
+func (d *DataPrompt[In, Out]) generateOptions(a *abi.GenerateActionOptions) []GenerateOption {
+	return d.p.generateOptions(a)
+}
+
+// asMap turns a prompt input into the map templates read.
+func asMap(input any) (map[string]any, error) {
+	switch v := input.(type) {
+	case nil:
+		return map[string]any{}, nil
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = e
+		}
+		return out, nil
+	}
+	b, err := json.Marshal(input)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m, nil
+}
+
+// fromDotprompt converts a rendered message.
+func fromDotprompt(m dotprompt.Message) *abi.Message {
+	out := abi.NewMessage(abi.Role(m.Role))
+	for _, part := range m.Content {
+		var p *abi.Part
+		switch v := part.(type) {
+		case *dotprompt.TextPart:
+			p = abi.NewTextPart(v.Text)
+		case *dotprompt.MediaPart:
+			p = abi.NewMediaPart(v.Media.ContentType, v.Media.URL)
+		case *dotprompt.DataPart:
+			p = abi.NewDataPart(v.Data)
+		default:
+			continue
+		}
+		if md := part.GetMetadata(); len(md) > 0 {
+			p.Metadata = map[string]any(md)
+		}
+		out.Content = append(out.Content, p)
+	}
+	if len(m.Metadata) > 0 {
+		out.Metadata = map[string]any(m.Metadata)
+	}
+	return out
+}
+
+// helpersWithoutArgs are dotprompt helpers that look like variables.
+var helpersWithoutArgs = map[string]bool{"history": true}
+
+// checkVars reports the first variable a template reads that neither the input nor
+// the state has, by file and line. Only references in the root context are checked:
+// inside {{#each}} and {{#with}} the context changes. A reference inside {{#if x}} (or
+// the {{else}} of {{#unless x}}) that starts with x is guarded by the test.
+func checkVars(where string, t *promptTemplate, input, state map[string]any) error {
+	check := func(n ast.Node, guarded []string) error {
+		path, ok := n.(*ast.PathExpression)
+		if !ok || path.Depth > 0 || len(path.Parts) == 0 {
+			return nil
+		}
+		name := strings.TrimPrefix(path.Original, "./")
+		for _, g := range guarded {
+			if name == g || strings.HasPrefix(name, g+".") {
+				return nil
+			}
+		}
+		line := t.line + path.Line - 1
+		if path.Data {
+			if path.Parts[0] != "state" {
+				return nil // @root, @index and the like
+			}
+			if !has(state, path.Parts[1:]) {
+				return fmt.Errorf("agent: %w: %s:%d: {{%s}} is not in the session state", ErrPromptTemplate, where, line, name)
+			}
+			return nil
+		}
+		if !has(input, path.Parts) {
+			return fmt.Errorf("agent: %w: %s:%d: variable {{%s}} is not in the prompt input", ErrPromptTemplate, where, line, name)
+		}
+		return nil
+	}
+	var walk func(nodes []ast.Node, guarded []string) error
+	walk = func(nodes []ast.Node, guarded []string) error {
+		for _, n := range nodes {
+			switch s := n.(type) {
+			case *ast.MustacheStatement:
+				e := s.Expression
+				if len(e.Params) == 0 && e.Hash == nil {
+					if helpersWithoutArgs[e.HelperName()] {
+						continue
+					}
+					if err := check(e.Path, guarded); err != nil {
+						return err
+					}
+					continue
+				}
+				for _, p := range e.Params {
+					if err := check(p, guarded); err != nil {
+						return err
+					}
+				}
+			case *ast.BlockStatement:
+				then, otherwise := guarded, guarded
+				switch s.Expression.HelperName() {
+				case "each", "with":
+					if len(s.Expression.Params) > 0 {
+						if err := check(s.Expression.Params[0], guarded); err != nil {
+							return err
+						}
+					}
+					continue // the block body reads another context
+				case "if", "unless":
+					// The condition may be absent: that is what it tests.
+					if len(s.Expression.Params) > 0 {
+						if p, ok := s.Expression.Params[0].(*ast.PathExpression); ok {
+							cond := strings.TrimPrefix(p.Original, "./")
+							if s.Expression.HelperName() == "if" {
+								then = append(slices.Clone(guarded), cond)
+							} else {
+								otherwise = append(slices.Clone(guarded), cond)
+							}
+						}
+					}
+				default:
+					for _, p := range s.Expression.Params {
+						if err := check(p, guarded); err != nil {
+							return err
+						}
+					}
+				}
+				if s.Program != nil {
+					if err := walk(s.Program.Body, then); err != nil {
+						return err
+					}
+				}
+				if s.Inverse != nil {
+					if err := walk(s.Inverse.Body, otherwise); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
+	return walk(t.prog.Body, nil)
+}
+
+// has reports whether the path exists in m.
+func has(m map[string]any, path []string) bool {
+	var cur any = m
+	for _, k := range path {
+		obj, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if cur, ok = obj[k]; !ok {
+			return false
+		}
+	}
+	return true
+}

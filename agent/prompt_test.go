@@ -1,0 +1,188 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/testmodel"
+)
+
+func writePrompts(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const travelPrompt = `---
+model: test/travel
+config:
+  temperature: 0.4
+tools: [add]
+input:
+  schema:
+    city: string
+    days?: integer
+  default:
+    days: 3
+output:
+  schema:
+    city: string
+    plan(array): string
+---
+{{role "system"}}
+You plan trips. The traveller likes {{@state.likes}}.
+{{> signature}}
+{{role "user"}}
+Plan {{days}} days in {{city}}.
+{{#if budget}}Budget: {{budget}}{{/if}}
+`
+
+func TestPromptFileRendersWithInputStateAndPartials(t *testing.T) {
+	dir := writePrompts(t, map[string]string{
+		"travel.prompt":     travelPrompt,
+		"_signature.prompt": "Sign every plan as Terra.",
+	})
+	r := agent.NewRegistry()
+	agent.DefineTool(r, "add", "adds", func(ctx context.Context, in addIn) (int, error) { return in.A + in.B, nil })
+	prompts, err := agent.LoadPromptDir(r, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prompts) != 1 || prompts[0].Name() != "travel" || r.Lookup("/prompt/travel") == nil {
+		t.Fatalf("prompts = %v", prompts)
+	}
+	type likes struct {
+		Likes string `json:"likes"`
+	}
+	// Render inside a session flow so @state is the session's state.
+	flow := agent.DefineSessionFlow(r, "render", func(ctx context.Context, inCh <-chan *agent.SessionFlowInput, resp *agent.Responder[struct{}], p *agent.SessionFlowParams[struct{}, likes]) error {
+		for range inCh {
+			p.Session.SetCustom(likes{Likes: "museums"})
+			a, err := prompts[0].Render(ctx, map[string]any{"city": "Lisbon"})
+			if err != nil {
+				return err
+			}
+			if a.Model != "test/travel" || a.Config.(map[string]any)["temperature"] != 0.4 || len(a.Tools) != 1 || a.Tools[0] != "add" {
+				t.Errorf("settings = %s", toJSONString(t, a))
+			}
+			if a.Output == nil || a.Output.Format != "json" || a.Output.JSONSchema["type"] != "object" {
+				t.Errorf("output = %s", toJSONString(t, a.Output))
+			}
+			got := conversation(&abi.GenerateRequest{Messages: a.Messages})
+			want := []string{
+				"system: \nYou plan trips. The traveller likes museums.\nSign every plan as Terra.",
+				"user: \nPlan 3 days in Lisbon.\n",
+			}
+			if strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Errorf("messages = %q\nwant       %q", got, want)
+			}
+			if err := resp.EndTurn(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c, _ := flow.StreamBidi(context.Background())
+	c.Send(&agent.SessionFlowInput{})
+	for _, err := range c.Receive() {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	if _, err := c.Output(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Outside a session @state.likes is missing: rendering fails, naming it.
+	resp, err := prompts[0].Execute(context.Background(), map[string]any{"city": "Lisbon"})
+	if err == nil {
+		t.Fatalf("rendered without a session: %v", resp)
+	}
+	if !errors.Is(err, agent.ErrPromptTemplate) || !strings.Contains(err.Error(), "travel.prompt:18") || !strings.Contains(err.Error(), "@state.likes") {
+		t.Errorf("missing state: %v", err)
+	}
+}
+
+func TestPromptErrorsNameFileLineAndVariable(t *testing.T) {
+	cases := map[string]struct {
+		src  string
+		want []string
+	}{
+		"badyaml.prompt":  {"---\nmodel: test/x\nconfig: [unclosed\n---\nHello", []string{"badyaml.prompt:3", "front matter"}},
+		"unclosed.prompt": {"---\nmodel: test/x\nHello", []string{"unclosed.prompt:1", "not closed"}},
+		"badtpl.prompt":   {"---\nmodel: test/x\n---\nline one\nHello {{#if x}} never closed\n", []string{"badtpl.prompt:6", "Expecting OpenEndBlock"}},
+	}
+	for name, c := range cases {
+		dir := writePrompts(t, map[string]string{name: c.src})
+		_, err := agent.LoadPrompt(agent.NewRegistry(), filepath.Join(dir, name))
+		if !errors.Is(err, agent.ErrPromptTemplate) {
+			t.Errorf("%s: err = %v", name, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not mention %q", name, err, w)
+			}
+		}
+	}
+	dir := writePrompts(t, map[string]string{"greet.prompt": "---\nmodel: test/x\n---\nHello {{name}},\nyou live in {{address.city}}.\n"})
+	p, err := agent.LoadPrompt(agent.NewRegistry(), filepath.Join(dir, "greet.prompt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Render(context.Background(), map[string]any{"name": "Ann", "address": map[string]any{"street": "x"}})
+	if !errors.Is(err, agent.ErrPromptTemplate) || !strings.Contains(err.Error(), "greet.prompt:5") || !strings.Contains(err.Error(), "{{address.city}}") {
+		t.Errorf("missing nested variable: %v", err)
+	}
+	a, err := p.Render(context.Background(), map[string]any{"name": "Ann", "address": map[string]any{"city": "Oslo"}})
+	if err != nil || a.Messages[0].Text() != "Hello Ann,\nyou live in Oslo." {
+		t.Errorf("render = %q, %v", a.Messages[0].Text(), err)
+	}
+	// A code-defined template that does not parse panics at definition, naming it.
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(error).Error(), `prompt "broken"`) {
+			t.Errorf("recover = %v", r)
+		}
+	}()
+	agent.DefinePrompt(agent.NewRegistry(), "broken", agent.WithSystem("{{#each}}"))
+}
+
+func TestDataPromptExecute(t *testing.T) {
+	r := agent.NewRegistry()
+	testmodel.Define(r, "test/data").ReplyText("```json\n{\"task\":\"t\",\"steps\":[\"a\"],\"priority\":\"p\"}\n```")
+	p := agent.DefineDataPrompt[RoleInput, TaskResponse](r, "tasks",
+		agent.WithModelName("test/data"),
+		agent.WithSystem("You are a {{role}} planner."),
+		agent.WithPrompt("Plan: {{context}}"),
+	)
+	out, resp, err := p.Execute(context.Background(), RoleInput{Role: "careful", Context: "release"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Task != "t" || resp.Request.Output.Format != "json" {
+		t.Errorf("out = %+v", out)
+	}
+	wantConversation(t, resp.Request, "system: You are a careful planner.", "user: Plan: release | Output should be in JSON format and conform to the following schema:\n\n```\n"+toIndentedSchema(t, resp.Request.Output.Schema)+"\n```\n")
+}
+
+func toIndentedSchema(t *testing.T, s map[string]any) string {
+	t.Helper()
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
