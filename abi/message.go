@@ -112,6 +112,19 @@ func (m *Message) ToolResponses() []*ToolResponse {
 	return out
 }
 
+// Output decodes the JSON value in the message's text into v, as
+// GenerateResponse.Output does.
+func (m *Message) Output(v any) error {
+	raw, err := ExtractJSON(m.Text())
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("abi: decoding output: %w", err)
+	}
+	return nil
+}
+
 // Clone returns a copy of m whose content slice, parts and metadata map are its own.
 func (m *Message) Clone() *Message {
 	if m == nil {

@@ -3,7 +3,6 @@ package abi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 )
 
 // FinishReason says why a model stopped generating.
@@ -131,14 +130,10 @@ var ErrNoJSON = errors.New("abi: no JSON value in text")
 // Output decodes the JSON value in the response's text into v. It accepts a bare value or
 // one wrapped in a Markdown code fence, with prose around it (see ExtractJSON).
 func (r *GenerateResponse) Output(v any) error {
-	raw, err := ExtractJSON(r.Text())
-	if err != nil {
-		return err
+	if r == nil {
+		return ErrNoJSON
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("abi: decoding output: %w", err)
-	}
-	return nil
+	return r.Message.Output(v)
 }
 
 // GenerationUsage counts what a generation consumed and produced.

@@ -99,6 +99,7 @@ type call struct {
 	tools      map[string]Tool
 	middleware []Middleware
 	cb         ModelStreamCallback
+	onHistory  func([]*abi.Message)
 }
 
 func generate(ctx context.Context, r *Registry, opts []GenerateOption, cb ModelStreamCallback) (*abi.GenerateResponse, error) {
@@ -109,7 +110,7 @@ func generate(ctx context.Context, r *Registry, opts []GenerateOption, cb ModelS
 	if o.err != nil {
 		return nil, o.err
 	}
-	c := &call{reg: r, model: o.model, tools: map[string]Tool{}, middleware: o.middleware, cb: cb}
+	c := &call{reg: r, model: o.model, tools: map[string]Tool{}, middleware: o.middleware, cb: cb, onHistory: o.onHistory}
 	if c.model == nil && o.modelName != "" {
 		m, err := r.LookupModel(o.modelName)
 		if err != nil {
@@ -179,6 +180,7 @@ func (c *call) run(ctx context.Context, a *abi.GenerateActionOptions) (*abi.Gene
 			return nil, err
 		}
 		if done != nil { // a restarted tool interrupted again
+			c.history(done.Request.Messages)
 			return done, nil
 		}
 		if err := c.emit(ctx, index, msgs[len(msgs)-1]); err != nil {
@@ -198,6 +200,7 @@ func (c *call) run(ctx context.Context, a *abi.GenerateActionOptions) (*abi.Gene
 		}
 		reqs := resp.Message.ToolRequests()
 		if len(reqs) == 0 || a.ReturnToolRequests {
+			c.history(msgs)
 			return finish(resp, a.Output)
 		}
 		if turn >= maxTurns {
@@ -211,6 +214,7 @@ func (c *call) run(ctx context.Context, a *abi.GenerateActionOptions) (*abi.Gene
 			resp.Message = markInterrupted(resp.Message, results)
 			resp.FinishReason = abi.FinishInterrupted
 			resp.FinishMessage = interruptedMessage
+			c.history(msgs)
 			return resp, nil
 		}
 		toolMsg := toolMessage(resp.Message, results)
@@ -219,6 +223,12 @@ func (c *call) run(ctx context.Context, a *abi.GenerateActionOptions) (*abi.Gene
 			return nil, err
 		}
 		index += 2
+	}
+}
+
+func (c *call) history(msgs []*abi.Message) {
+	if c.onHistory != nil {
+		c.onHistory(msgs)
 	}
 }
 
@@ -233,6 +243,7 @@ func (c *call) emit(ctx context.Context, index int, m *abi.Message) error {
 func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest, index int) (*abi.GenerateResponse, error) {
 	var acc abi.Accumulator
 	var cb ModelStreamCallback
+	streamed := false
 	if c.cb != nil {
 		cb = func(ctx context.Context, chunk *abi.GenerateResponseChunk) error {
 			out := *chunk
@@ -241,6 +252,7 @@ func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest,
 				out.Role = abi.RoleModel
 			}
 			acc.Add(&out)
+			streamed = true
 			return c.cb(ctx, &out)
 		}
 	}
@@ -249,13 +261,20 @@ func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest,
 		return nil, err
 	}
 	if resp.Message == nil {
-		if c.cb == nil {
+		if !streamed {
 			return nil, fmt.Errorf("agent: model %s returned a response without a message", m.Name())
 		}
 		resp.Message = acc.Message(abi.RoleModel)
 	}
 	resp.Message = completePartials(resp.Message)
 	resp.Request = req
+	if c.cb != nil && !streamed {
+		// A model that does not stream still reaches a streaming caller: its whole
+		// message, as one chunk.
+		if err := c.emit(ctx, index, resp.Message); err != nil {
+			return nil, err
+		}
+	}
 	return resp, nil
 }
 

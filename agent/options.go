@@ -35,7 +35,10 @@ type generateOptions struct {
 	docs               []*abi.Document
 	resume             *abi.Resume
 	middleware         []Middleware
-	err                error
+	// onHistory receives the conversation the final response answers (without the
+	// call's injected parts): DefineAgent keeps the tool exchanges of a turn with it.
+	onHistory func([]*abi.Message)
+	err       error
 }
 
 func (o *generateOptions) fail(err error) {
