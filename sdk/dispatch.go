@@ -1,0 +1,251 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/terrarium-ai/terrarium/abi"
+)
+
+// maxOutput is the largest output a plugin may set (ABI.md, section 4).
+const maxOutput = 16 << 20
+
+// kernel is the Extism kernel as an export sees it: its input, and where its output or
+// error goes. The wasip1 build implements it with the kernel's imports; tests fake it.
+type kernel interface {
+	input() []byte
+	setOutput(b []byte)
+	setError(b []byte)
+}
+
+// runMain runs the plugin's main function once, before the first call is served. The
+// wasip1 build sets it; elsewhere there is no main to run.
+var runMain = func() {}
+
+// serve answers one call of an export: it reads the input, dispatches it to what the
+// plugin registered and sets the output (returning 0) or an error (returning 1).
+func serve(k kernel, r *registry, export string) int32 {
+	runMain()
+	var input []byte
+	if export != abi.ExportDescribe {
+		input = k.input()
+	}
+	out, aerr := r.dispatch(export, input)
+	if aerr != nil {
+		b, err := json.Marshal(aerr)
+		if err != nil {
+			b = []byte(`{"code":"internal","message":"sdk: encoding an error failed"}`)
+		}
+		k.setError(b)
+		return 1
+	}
+	k.setOutput(out)
+	return 0
+}
+
+// dispatch answers the export with the given input: the output JSON, or an error.
+func (r *registry) dispatch(export string, input []byte) (out []byte, aerr *abi.Error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, aerr = nil, abi.Errorf(abi.CodeInternal, "%s panicked: %v", export, p)
+		}
+	}()
+	if e := r.err(); e != nil {
+		return nil, e
+	}
+	var v any
+	var err error
+	switch export {
+	case abi.ExportDescribe:
+		v = r.descriptor()
+	case abi.ExportCallTool:
+		v, err = r.callTool(input)
+	case abi.ExportGenerate:
+		v, err = r.generate(input)
+	case abi.ExportHandle:
+		v, err = r.handle(input)
+	default:
+		return nil, abi.Errorf(abi.CodeNotFound, "no export %q", export)
+	}
+	if err != nil {
+		return nil, abi.AsError(err)
+	}
+	out, err = json.Marshal(v)
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeInternal, "%s: encoding the output: %v", export, err)
+	}
+	if len(out) > maxOutput {
+		return nil, abi.Errorf(abi.CodeLimitExceeded, "%s: the output is %d bytes, more than the limit of %d", export, len(out), maxOutput)
+	}
+	return out, nil
+}
+
+// decodeInput decodes an export's input JSON into v, reporting any problem as
+// invalid_input.
+func decodeInput(export string, input []byte, v any) error {
+	if len(input) == 0 {
+		return abi.Errorf(abi.CodeInvalidInput, "%s: empty input", export)
+	}
+	if err := json.Unmarshal(input, v); err != nil {
+		return abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: %v", export, err)
+	}
+	return nil
+}
+
+// toolCall is the input of terrarium_call_tool (abi.ToolInput), with the tool's input
+// kept raw: it is decoded once, straight into the tool's input type, so that numbers
+// keep their precision.
+type toolCall struct {
+	Tool    string          `json:"tool"`
+	Input   json.RawMessage `json:"input"`
+	Resumed map[string]any  `json:"resumed"`
+}
+
+func (r *registry) callTool(input []byte) (any, error) {
+	var c toolCall
+	if err := decodeInput(abi.ExportCallTool, input, &c); err != nil {
+		return nil, err
+	}
+	if c.Tool == "" {
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no tool", abi.ExportCallTool)
+	}
+	t := r.tool(c.Tool)
+	if t == nil {
+		return nil, abi.Errorf(abi.CodeNotFound, "no tool %q", c.Tool)
+	}
+	ctx := context.Background()
+	if c.Resumed != nil {
+		ctx = context.WithValue(ctx, resumedKey{}, c.Resumed)
+	}
+	var output any
+	err := protect(fmt.Sprintf("tool %q", c.Tool), func() error {
+		var err error
+		output, err = t.call(ctx, c.Input)
+		return err
+	})
+	if md, ok := interruptOf(err); ok {
+		if md == nil {
+			md = map[string]any{}
+		}
+		return map[string]any{"interrupt": md}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(output)
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeInternal, "tool %q: encoding the output: %v", c.Tool, err)
+	}
+	// Not abi.ToolOutput: its omitempty would drop a null output, and "output" must be
+	// there for the host to tell an answer from an interrupt.
+	return map[string]json.RawMessage{"output": raw}, nil
+}
+
+func (r *registry) generate(input []byte) (any, error) {
+	var in abi.GenerateInput
+	if err := decodeInput(abi.ExportGenerate, input, &in); err != nil {
+		return nil, err
+	}
+	if in.Model == "" {
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no model", abi.ExportGenerate)
+	}
+	m := r.model(in.Model)
+	if m == nil {
+		return nil, abi.Errorf(abi.CodeNotFound, "no model %q", in.Model)
+	}
+	if in.Request == nil {
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input has no request", abi.ExportGenerate)
+	}
+	var resp *abi.GenerateResponse
+	err := protect(fmt.Sprintf("model %q", in.Model), func() error {
+		var err error
+		resp, err = m.fn(context.Background(), in.Request)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		return nil, abi.Errorf(abi.CodeInternal, "model %q returned no response", in.Model)
+	}
+	return resp, nil
+}
+
+func (r *registry) handle(input []byte) (any, error) {
+	var in abi.HandlerInput
+	if err := decodeInput(abi.ExportHandle, input, &in); err != nil {
+		return nil, err
+	}
+	if in.Handler == "" {
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no handler", abi.ExportHandle)
+	}
+	h := r.handler(in.Handler)
+	if h == nil {
+		return nil, abi.Errorf(abi.CodeNotFound, "no handler %q", in.Handler)
+	}
+	if !in.Point.Valid() {
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: unknown hook point %q", abi.ExportHandle, in.Point)
+	}
+	var d *abi.Directive
+	err := protect(fmt.Sprintf("handler %q", in.Handler), func() error {
+		var err error
+		d, err = h.fn(context.Background(), &in)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		d = &abi.Directive{Action: abi.DirectiveContinue}
+	}
+	if err := d.Validate(); err != nil {
+		return nil, abi.Errorf(abi.CodeInternal, "handler %q: %v", in.Handler, err)
+	}
+	return d, nil
+}
+
+// protect runs f, turning a panic into an internal error naming what panicked (the
+// stack goes to the host's log).
+func protect(what string, f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			Log(abi.LogError, fmt.Sprintf("%s panicked: %v\n%s", what, p, debug.Stack()))
+			err = abi.Errorf(abi.CodeInternal, "%s panicked: %v", what, p)
+		}
+	}()
+	return f()
+}
+
+type resumedKey struct{}
+
+// Resumed returns the metadata a client restarted an interrupted tool with (e.g.
+// {"approved": true}), and whether the call is such a restart. ctx is the context the
+// tool was called with.
+func Resumed(ctx context.Context) (map[string]any, bool) {
+	md, ok := ctx.Value(resumedKey{}).(map[string]any)
+	return md, ok
+}
+
+// interruptError is the error Interrupt returns.
+type interruptError struct {
+	metadata map[string]any
+}
+
+func (e *interruptError) Error() string { return "sdk: the tool interrupted" }
+
+// Interrupt returns an error that a tool returns to interrupt instead of answering: the
+// turn ends with finish reason interrupted, and the metadata (e.g. {"ask": "Send 10
+// EUR?"}) tells the client what is needed. When the client restarts the tool, it is
+// called again and Resumed reports the restart's metadata.
+func Interrupt(metadata map[string]any) error { return &interruptError{metadata: metadata} }
+
+func interruptOf(err error) (map[string]any, bool) {
+	var ie *interruptError
+	if errors.As(err, &ie) {
+		return ie.metadata, true
+	}
+	return nil, false
+}

@@ -1,0 +1,353 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/terrarium-ai/terrarium/abi"
+)
+
+type addIn struct {
+	A int `json:"a"`
+	B int `json:"b,omitempty"`
+}
+
+type addOut struct {
+	Sum int `json:"sum"`
+}
+
+// testRegistry returns a registry with a tool, a model and a handler of each behaviour
+// the tests need.
+func testRegistry() *registry {
+	r := newRegistry()
+	r.setInfo(Info{Name: "test-plugin", Version: "0.1.0", Description: "For tests.", Capabilities: abi.Capabilities{State: abi.StateRead}})
+	addTool(r, "add", "Adds.", func(_ context.Context, in addIn) (addOut, error) {
+		return addOut{Sum: in.A + in.B}, nil
+	})
+	addTool(r, "big", "Echoes a big integer.", func(_ context.Context, in int64) (int64, error) { return in, nil })
+	addTool(r, "nothing", "Returns nil.", func(context.Context, struct{}) (*addOut, error) { return nil, nil })
+	addTool(r, "panics", "Panics.", func(context.Context, struct{}) (any, error) { panic("boom") })
+	addTool(r, "fails", "Fails with a code.", func(context.Context, struct{}) (any, error) {
+		return nil, abi.Errorf(abi.CodeUnavailable, "the service is down")
+	})
+	addTool(r, "plainerr", "Fails with a plain error.", func(context.Context, struct{}) (any, error) {
+		return nil, errors.New("plain")
+	})
+	addTool(r, "approve", "Interrupts until approved.", func(ctx context.Context, _ struct{}) (string, error) {
+		md, ok := Resumed(ctx)
+		if !ok {
+			return "", Interrupt(map[string]any{"ask": "Send 10 EUR?"})
+		}
+		if md["approved"] == true {
+			return "sent", nil
+		}
+		return "cancelled", nil
+	})
+	addTool(r, "interruptsEmpty", "Interrupts without metadata.", func(context.Context, struct{}) (any, error) {
+		return nil, Interrupt(nil)
+	})
+	r.addModel("echo", &abi.ModelInfo{Label: "Echo"}, func(_ context.Context, req *abi.GenerateRequest) (*abi.GenerateResponse, error) {
+		return &abi.GenerateResponse{Message: abi.NewModelTextMessage("echo: " + req.Messages[len(req.Messages)-1].Text()), FinishReason: abi.FinishStop}, nil
+	})
+	r.addModel("nil", nil, func(context.Context, *abi.GenerateRequest) (*abi.GenerateResponse, error) { return nil, nil })
+	r.addHandler("greet", "Replies.", func(_ context.Context, in *abi.HandlerInput) (*abi.Directive, error) {
+		if len(in.Input) > 0 && in.Input[0].Text() == "hi" {
+			return &abi.Directive{Action: abi.DirectiveReply, Text: "hello"}, nil
+		}
+		return nil, nil
+	}, []abi.HookPoint{abi.HookTurnStart, abi.HookTurnEnd, abi.HookTurnStart})
+	r.addHandler("bad", "Returns an invalid directive.", func(context.Context, *abi.HandlerInput) (*abi.Directive, error) {
+		return &abi.Directive{Action: "explode"}, nil
+	}, []abi.HookPoint{abi.HookTurnEnd})
+	return r
+}
+
+func dispatchJSON(t *testing.T, r *registry, export string, input any) ([]byte, *abi.Error) {
+	t.Helper()
+	var in []byte
+	switch v := input.(type) {
+	case string:
+		in = []byte(v)
+	case nil:
+	default:
+		var err error
+		if in, err = json.Marshal(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r.dispatch(export, in)
+}
+
+func TestDescribe(t *testing.T) {
+	out, aerr := dispatchJSON(t, testRegistry(), abi.ExportDescribe, nil)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	var d abi.Descriptor
+	if err := json.Unmarshal(out, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.ABI != abi.Version || d.Name != "test-plugin" || d.Version != "0.1.0" || d.Capabilities.State != abi.StateRead {
+		t.Errorf("descriptor head = %+v", d)
+	}
+	if len(d.Tools) != 8 || d.Tools[0].Name != "add" || d.Tools[0].Description != "Adds." {
+		t.Fatalf("tools = %+v", d.Tools)
+	}
+	if req, _ := d.Tools[0].InputSchema["required"].([]any); len(req) != 1 || req[0] != "a" {
+		t.Errorf("add's input schema = %v", d.Tools[0].InputSchema)
+	}
+	if d.Tools[3].OutputSchema != nil {
+		t.Errorf("an any output has schema %v, want none", d.Tools[3].OutputSchema)
+	}
+	if len(d.Models) != 2 || d.Models[0].Name != "echo" || d.Models[0].Info.Label != "Echo" || d.Models[1].Info != nil {
+		t.Errorf("models = %+v", d.Models)
+	}
+	if len(d.Handlers) != 2 || strings.Join(points(d.Handlers[0].Points), ",") != "turnStart,turnEnd" {
+		t.Errorf("handlers = %+v", d.Handlers)
+	}
+	// Describe takes no input: garbage is ignored.
+	if _, aerr := dispatchJSON(t, testRegistry(), abi.ExportDescribe, "garbage"); aerr != nil {
+		t.Error(aerr)
+	}
+}
+
+func points(ps []abi.HookPoint) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = string(p)
+	}
+	return out
+}
+
+func TestRegistrationErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(r *registry)
+		want  string
+	}{
+		{"no Plugin call", func(r *registry) {}, "sdk.Plugin was not called"},
+		{"bad plugin name", func(r *registry) { r.setInfo(Info{Name: "Bad Name"}) }, `invalid plugin name "Bad Name"`},
+		{"long plugin name", func(r *registry) { r.setInfo(Info{Name: strings.Repeat("a", 65)}) }, "longer than 64 bytes"},
+		{"Plugin twice", func(r *registry) { r.setInfo(Info{Name: "a"}); r.setInfo(Info{Name: "b"}) }, "called twice"},
+		{"bad tool name", func(r *registry) {
+			r.setInfo(Info{Name: "p"})
+			addTool(r, "-x", "", func(context.Context, int) (int, error) { return 0, nil })
+		}, `invalid tool name "-x"`},
+		{"duplicate tool", func(r *registry) {
+			r.setInfo(Info{Name: "p"})
+			addTool(r, "x", "", func(context.Context, int) (int, error) { return 0, nil })
+			addTool(r, "x", "", func(context.Context, int) (int, error) { return 0, nil })
+		}, `tool "x" registered twice`},
+		{"nil tool", func(r *registry) {
+			r.setInfo(Info{Name: "p"})
+			addTool[int, int](r, "x", "", nil)
+		}, "nil function"},
+		{"bad model name", func(r *registry) {
+			r.setInfo(Info{Name: "p"})
+			r.addModel("a/b", nil, func(context.Context, *abi.GenerateRequest) (*abi.GenerateResponse, error) { return nil, nil })
+		}, `invalid model name "a/b"`},
+		{"handler without points", func(r *registry) {
+			r.setInfo(Info{Name: "p"})
+			r.addHandler("h", "", func(context.Context, *abi.HandlerInput) (*abi.Directive, error) { return nil, nil }, nil)
+		}, "no hook points"},
+		{"handler with a bad point", func(r *registry) {
+			r.setInfo(Info{Name: "p"})
+			r.addHandler("h", "", func(context.Context, *abi.HandlerInput) (*abi.Directive, error) { return nil, nil }, []abi.HookPoint{"noon"})
+		}, `unknown hook point "noon"`},
+	} {
+		r := newRegistry()
+		tc.setup(r)
+		for _, export := range []string{abi.ExportDescribe, abi.ExportCallTool} {
+			_, aerr := dispatchJSON(t, r, export, abi.ToolInput{Tool: "x"})
+			if aerr == nil || aerr.Code != abi.CodeInternal || !strings.Contains(aerr.Message, tc.want) {
+				t.Errorf("%s: %s error = %v, want internal containing %q", tc.name, export, aerr, tc.want)
+			}
+		}
+	}
+}
+
+func TestCallTool(t *testing.T) {
+	r := testRegistry()
+	for _, tc := range []struct {
+		name  string
+		input any
+		want  string // output JSON
+	}{
+		{"struct in and out", abi.ToolInput{Tool: "add", Input: map[string]any{"a": 2, "b": 3}}, `{"output":{"sum":5}}`},
+		{"missing input is the zero value", `{"tool":"add"}`, `{"output":{"sum":0}}`},
+		{"unknown fields are ignored", `{"tool":"add","input":{"a":1,"zzz":true}}`, `{"output":{"sum":1}}`},
+		{"integers keep their precision", `{"tool":"big","input":9007199254740993}`, `{"output":9007199254740993}`},
+		{"a nil output is null", abi.ToolInput{Tool: "nothing", Input: map[string]any{}}, `{"output":null}`},
+		{"interrupt", abi.ToolInput{Tool: "approve", Input: map[string]any{}}, `{"interrupt":{"ask":"Send 10 EUR?"}}`},
+		{"resumed", abi.ToolInput{Tool: "approve", Input: map[string]any{}, Resumed: map[string]any{"approved": true}}, `{"output":"sent"}`},
+		{"resumed with empty metadata", `{"tool":"approve","input":{},"resumed":{}}`, `{"output":"cancelled"}`},
+		{"interrupt without metadata", abi.ToolInput{Tool: "interruptsEmpty", Input: map[string]any{}}, `{"interrupt":{}}`},
+	} {
+		out, aerr := dispatchJSON(t, r, abi.ExportCallTool, tc.input)
+		if aerr != nil {
+			t.Errorf("%s: %v", tc.name, aerr)
+			continue
+		}
+		if string(out) != tc.want {
+			t.Errorf("%s: output = %s, want %s", tc.name, out, tc.want)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	r := testRegistry()
+	for _, tc := range []struct {
+		name   string
+		export string
+		input  any
+		code   abi.ErrorCode
+		want   string
+	}{
+		{"unknown tool", abi.ExportCallTool, abi.ToolInput{Tool: "nope"}, abi.CodeNotFound, `no tool "nope"`},
+		{"unknown model", abi.ExportGenerate, abi.GenerateInput{Model: "nope", Request: &abi.GenerateRequest{}}, abi.CodeNotFound, `no model "nope"`},
+		{"unknown handler", abi.ExportHandle, abi.HandlerInput{Handler: "nope", Point: abi.HookTurnStart}, abi.CodeNotFound, `no handler "nope"`},
+		{"unknown export", "terrarium_nope", "{}", abi.CodeNotFound, "terrarium_nope"},
+		{"empty tool input", abi.ExportCallTool, "", abi.CodeInvalidInput, "empty input"},
+		{"empty generate input", abi.ExportGenerate, "", abi.CodeInvalidInput, "empty input"},
+		{"empty handle input", abi.ExportHandle, "", abi.CodeInvalidInput, "empty input"},
+		{"truncated", abi.ExportCallTool, `{"tool":"add","input":{"a":`, abi.CodeInvalidInput, "malformed input"},
+		{"garbage", abi.ExportGenerate, "\x00\xff garbage", abi.CodeInvalidInput, "malformed input"},
+		{"trailing data", abi.ExportCallTool, `{"tool":"add"} {}`, abi.CodeInvalidInput, "malformed input"},
+		{"not an object", abi.ExportHandle, `[1,2]`, abi.CodeInvalidInput, "malformed input"},
+		{"null", abi.ExportCallTool, `null`, abi.CodeInvalidInput, "names no tool"},
+		{"wrong input type", abi.ExportCallTool, `{"tool":"add","input":{"a":"two"}}`, abi.CodeInvalidInput, `tool "add": input`},
+		{"input not an object", abi.ExportCallTool, `{"tool":"add","input":[1]}`, abi.CodeInvalidInput, `tool "add": input`},
+		{"no request", abi.ExportGenerate, `{"model":"echo"}`, abi.CodeInvalidInput, "no request"},
+		{"bad message", abi.ExportGenerate, `{"model":"echo","request":{"messages":[{"role":"robot","content":[]}]}}`, abi.CodeInvalidInput, "robot"},
+		{"bad point", abi.ExportHandle, `{"handler":"greet","point":"noon"}`, abi.CodeInvalidInput, `unknown hook point "noon"`},
+		{"panic", abi.ExportCallTool, abi.ToolInput{Tool: "panics"}, abi.CodeInternal, `tool "panics" panicked: boom`},
+		{"coded error", abi.ExportCallTool, abi.ToolInput{Tool: "fails"}, abi.CodeUnavailable, "the service is down"},
+		{"plain error", abi.ExportCallTool, abi.ToolInput{Tool: "plainerr"}, abi.CodeInternal, "plain"},
+		{"nil response", abi.ExportGenerate, abi.GenerateInput{Model: "nil", Request: &abi.GenerateRequest{}}, abi.CodeInternal, `model "nil" returned no response`},
+		{"invalid directive", abi.ExportHandle, abi.HandlerInput{Handler: "bad", Point: abi.HookTurnEnd}, abi.CodeInternal, `handler "bad": abi: unknown directive action "explode"`},
+	} {
+		out, aerr := dispatchJSON(t, r, tc.export, tc.input)
+		if aerr == nil {
+			t.Errorf("%s: output %s, want an error", tc.name, out)
+			continue
+		}
+		if aerr.Code != tc.code || !strings.Contains(aerr.Message, tc.want) {
+			t.Errorf("%s: error = %v, want %s containing %q", tc.name, aerr, tc.code, tc.want)
+		}
+	}
+}
+
+func TestGenerateAndHandle(t *testing.T) {
+	r := testRegistry()
+	out, aerr := dispatchJSON(t, r, abi.ExportGenerate, abi.GenerateInput{Model: "echo", Request: &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("hi")}}})
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	var resp abi.GenerateResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text() != "echo: hi" || resp.FinishReason != abi.FinishStop {
+		t.Errorf("response = %s", out)
+	}
+
+	out, aerr = dispatchJSON(t, r, abi.ExportHandle, abi.HandlerInput{Handler: "greet", Point: abi.HookTurnStart, Input: []*abi.Message{abi.NewUserTextMessage("hi")}})
+	if aerr != nil || string(out) != `{"action":"reply","text":"hello"}` {
+		t.Errorf("greet = %s, %v", out, aerr)
+	}
+	out, aerr = dispatchJSON(t, r, abi.ExportHandle, abi.HandlerInput{Handler: "greet", Point: abi.HookTurnEnd})
+	if aerr != nil || string(out) != `{"action":"continue"}` {
+		t.Errorf("greet with a nil directive = %s, %v", out, aerr)
+	}
+}
+
+func TestOutputLimit(t *testing.T) {
+	r := newRegistry()
+	r.setInfo(Info{Name: "p"})
+	addTool(r, "huge", "", func(context.Context, struct{}) (string, error) { return strings.Repeat("a", maxOutput), nil })
+	_, aerr := dispatchJSON(t, r, abi.ExportCallTool, `{"tool":"huge"}`)
+	if aerr == nil || aerr.Code != abi.CodeLimitExceeded {
+		t.Errorf("error = %v, want limit_exceeded", aerr)
+	}
+}
+
+// fakeKernel records what an export set.
+type fakeKernel struct {
+	in          []byte
+	out, errOut []byte
+	inputRead   bool
+}
+
+func (k *fakeKernel) input() []byte      { k.inputRead = true; return k.in }
+func (k *fakeKernel) setOutput(b []byte) { k.out = b }
+func (k *fakeKernel) setError(b []byte)  { k.errOut = b }
+
+func TestServe(t *testing.T) {
+	r := testRegistry()
+	k := &fakeKernel{in: []byte(`{"tool":"add","input":{"a":1,"b":2}}`)}
+	if rc := serve(k, r, abi.ExportCallTool); rc != 0 || string(k.out) != `{"output":{"sum":3}}` || k.errOut != nil {
+		t.Errorf("serve = %d, output %s, error %s", rc, k.out, k.errOut)
+	}
+	k = &fakeKernel{in: []byte(`{"tool":"nope"}`)}
+	if rc := serve(k, r, abi.ExportCallTool); rc != 1 || k.out != nil || string(k.errOut) != `{"code":"not_found","message":"no tool \"nope\""}` {
+		t.Errorf("serve = %d, output %s, error %s", rc, k.out, k.errOut)
+	}
+	k = &fakeKernel{}
+	var d abi.Descriptor
+	if rc := serve(k, r, abi.ExportDescribe); rc != 0 || k.inputRead || json.Unmarshal(k.out, &d) != nil || d.Name != "test-plugin" {
+		t.Errorf("describe = %d, output %s, read input %v", rc, k.out, k.inputRead)
+	}
+}
+
+// FuzzDispatch checks that no input makes an export panic or answer with something
+// that is neither JSON nor an error.
+func FuzzDispatch(f *testing.F) {
+	for _, s := range []string{
+		`{"tool":"add","input":{"a":1}}`, `{"tool":"approve","input":{},"resumed":{"approved":true}}`,
+		`{"model":"echo","request":{"messages":[{"role":"user","content":[{"text":"hi"}]}]}}`,
+		`{"handler":"greet","point":"turnStart","input":[{"role":"user","content":[{"text":"hi"}]}]}`,
+		``, `{`, `null`, `"x"`, `{"tool":"panics"}`, `{"model":"echo","request":{"messages":[]}}`,
+	} {
+		f.Add(s)
+	}
+	r := testRegistry()
+	f.Fuzz(func(t *testing.T, in string) {
+		for _, export := range []string{abi.ExportCallTool, abi.ExportGenerate, abi.ExportHandle} {
+			out, aerr := r.dispatch(export, []byte(in))
+			if aerr == nil && !json.Valid(out) {
+				t.Errorf("%s(%q) = %q: not JSON", export, in, out)
+			}
+			if aerr != nil && aerr.Code == "" {
+				t.Errorf("%s(%q): error without a code", export, in)
+			}
+		}
+	})
+}
+
+// TestWasmNames checks the literal names of the wasip1 build's exports and imports
+// against the abi constants.
+func TestWasmNames(t *testing.T) {
+	src, err := os.ReadFile("kernel_wasip1.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(src)
+	for _, e := range []string{abi.ExportDescribe, abi.ExportGenerate, abi.ExportCallTool, abi.ExportHandle} {
+		if !strings.Contains(s, "//go:wasmexport "+e+"\n") {
+			t.Errorf("no //go:wasmexport %s", e)
+		}
+	}
+	for _, fn := range []string{
+		abi.FnSessionID, abi.FnStateGet, abi.FnStateSet, abi.FnMessagesGet, abi.FnMessagesAppend,
+		abi.FnMessagesSet, abi.FnArtifactAdd, abi.FnStream, abi.FnConfigGet, abi.FnSecretGet,
+		abi.FnHTTPRequest, abi.FnHTTPRead, abi.FnHTTPClose, abi.FnLog,
+	} {
+		if !strings.Contains(s, "//go:wasmimport "+abi.HostModule+" "+fn+"\n") {
+			t.Errorf("no //go:wasmimport %s %s", abi.HostModule, fn)
+		}
+	}
+}

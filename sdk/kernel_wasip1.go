@@ -1,0 +1,249 @@
+//go:build wasip1
+
+package sdk
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	_ "unsafe" // for go:linkname
+
+	"github.com/terrarium-ai/terrarium/abi"
+)
+
+// The Extism kernel (ABI.md, section 1). Offsets and lengths are i64; bytes are i32.
+
+//go:wasmimport extism:host/env input_length
+func extismInputLength() uint64
+
+//go:wasmimport extism:host/env input_load_u8
+func extismInputLoadU8(offset uint64) uint32
+
+//go:wasmimport extism:host/env input_load_u64
+func extismInputLoadU64(offset uint64) uint64
+
+//go:wasmimport extism:host/env alloc
+func extismAlloc(length uint64) uint64
+
+//go:wasmimport extism:host/env free
+func extismFree(offset uint64)
+
+//go:wasmimport extism:host/env length
+func extismLength(offset uint64) uint64
+
+//go:wasmimport extism:host/env load_u8
+func extismLoadU8(offset uint64) uint32
+
+//go:wasmimport extism:host/env load_u64
+func extismLoadU64(offset uint64) uint64
+
+//go:wasmimport extism:host/env store_u8
+func extismStoreU8(offset uint64, v uint32)
+
+//go:wasmimport extism:host/env store_u64
+func extismStoreU64(offset uint64, v uint64)
+
+//go:wasmimport extism:host/env output_set
+func extismOutputSet(offset, length uint64)
+
+//go:wasmimport extism:host/env error_set
+func extismErrorSet(offset uint64)
+
+// Terrarium's host functions (ABI.md, section 3): every parameter is an i64, every
+// result the offset of a result block.
+
+//go:wasmimport terrarium:host/v1 session_id
+func hostSessionID() uint64
+
+//go:wasmimport terrarium:host/v1 state_get
+func hostStateGet() uint64
+
+//go:wasmimport terrarium:host/v1 state_set
+func hostStateSet(state uint64) uint64
+
+//go:wasmimport terrarium:host/v1 messages_get
+func hostMessagesGet() uint64
+
+//go:wasmimport terrarium:host/v1 messages_append
+func hostMessagesAppend(msgs uint64) uint64
+
+//go:wasmimport terrarium:host/v1 messages_set
+func hostMessagesSet(msgs uint64) uint64
+
+//go:wasmimport terrarium:host/v1 artifact_add
+func hostArtifactAdd(artifact uint64) uint64
+
+//go:wasmimport terrarium:host/v1 stream
+func hostStream(chunk uint64) uint64
+
+//go:wasmimport terrarium:host/v1 config_get
+func hostConfigGet(key uint64) uint64
+
+//go:wasmimport terrarium:host/v1 secret_get
+func hostSecretGet(name uint64) uint64
+
+//go:wasmimport terrarium:host/v1 http_request
+func hostHTTPRequest(req, body uint64) uint64
+
+//go:wasmimport terrarium:host/v1 http_read
+func hostHTTPRead(handle, max int64) uint64
+
+//go:wasmimport terrarium:host/v1 http_close
+func hostHTTPClose(handle int64) uint64
+
+//go:wasmimport terrarium:host/v1 log
+func hostLog(level int64, msg uint64) uint64
+
+// The exports (abi.ExportDescribe, ...). The names must be literals here; a test checks
+// them against the abi constants.
+
+//go:wasmexport terrarium_describe
+func exportDescribe() int32 { return serve(wasmKernel{}, std, abi.ExportDescribe) }
+
+//go:wasmexport terrarium_generate
+func exportGenerate() int32 { return serve(wasmKernel{}, std, abi.ExportGenerate) }
+
+//go:wasmexport terrarium_call_tool
+func exportCallTool() int32 { return serve(wasmKernel{}, std, abi.ExportCallTool) }
+
+//go:wasmexport terrarium_handle
+func exportHandle() int32 { return serve(wasmKernel{}, std, abi.ExportHandle) }
+
+// mainMain is the plugin's main function. A -buildmode=c-shared module is a WASI
+// reactor: its _initialize runs package initialization but not main, so the SDK runs
+// main itself, once, before serving the first call.
+//
+//go:linkname mainMain main.main
+func mainMain()
+
+var mainOnce sync.Once
+
+func init() {
+	runMain = func() {
+		mainOnce.Do(func() {
+			defer func() {
+				if p := recover(); p != nil {
+					std.fail(fmt.Errorf("main panicked: %v", p))
+				}
+			}()
+			mainMain()
+		})
+	}
+}
+
+func defaultHost() hostCaller { return wasmHost{} }
+
+// wasmKernel is the kernel interface over the Extism kernel's imports.
+type wasmKernel struct{}
+
+func (wasmKernel) input() []byte {
+	n := extismInputLength()
+	b := make([]byte, n)
+	var i uint64
+	for ; i+8 <= n; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], extismInputLoadU64(i))
+	}
+	for ; i < n; i++ {
+		b[i] = byte(extismInputLoadU8(i))
+	}
+	return b
+}
+
+func (wasmKernel) setOutput(b []byte) {
+	extismOutputSet(writeBlock(b), uint64(len(b)))
+}
+
+func (wasmKernel) setError(b []byte) {
+	extismErrorSet(writeBlock(b))
+}
+
+// writeBlock allocates a block holding b and returns its offset.
+func writeBlock(b []byte) uint64 {
+	n := uint64(len(b))
+	off := extismAlloc(n)
+	var i uint64
+	for ; i+8 <= n; i += 8 {
+		extismStoreU64(off+i, binary.LittleEndian.Uint64(b[i:]))
+	}
+	for ; i < n; i++ {
+		extismStoreU8(off+i, uint32(b[i]))
+	}
+	return off
+}
+
+// readBlock returns a copy of the block at off; offset 0 is no block.
+func readBlock(off uint64) []byte {
+	if off == 0 {
+		return nil
+	}
+	n := extismLength(off)
+	b := make([]byte, n)
+	var i uint64
+	for ; i+8 <= n; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], extismLoadU64(off+i))
+	}
+	for ; i < n; i++ {
+		b[i] = byte(extismLoadU8(off + i))
+	}
+	return b
+}
+
+// wasmHost calls the imported host functions.
+type wasmHost struct{}
+
+func (wasmHost) call(fn string, args ...hostArg) []byte {
+	p := make([]uint64, len(args))
+	var blocks []uint64
+	for i, a := range args {
+		switch {
+		case a.isNum:
+			p[i] = uint64(a.num)
+		case len(a.data) > 0:
+			p[i] = writeBlock(a.data)
+			blocks = append(blocks, p[i])
+		}
+	}
+	var res uint64
+	switch fn {
+	case abi.FnSessionID:
+		res = hostSessionID()
+	case abi.FnStateGet:
+		res = hostStateGet()
+	case abi.FnStateSet:
+		res = hostStateSet(p[0])
+	case abi.FnMessagesGet:
+		res = hostMessagesGet()
+	case abi.FnMessagesAppend:
+		res = hostMessagesAppend(p[0])
+	case abi.FnMessagesSet:
+		res = hostMessagesSet(p[0])
+	case abi.FnArtifactAdd:
+		res = hostArtifactAdd(p[0])
+	case abi.FnStream:
+		res = hostStream(p[0])
+	case abi.FnConfigGet:
+		res = hostConfigGet(p[0])
+	case abi.FnSecretGet:
+		res = hostSecretGet(p[0])
+	case abi.FnHTTPRequest:
+		res = hostHTTPRequest(p[0], p[1])
+	case abi.FnHTTPRead:
+		res = hostHTTPRead(int64(p[0]), int64(p[1]))
+	case abi.FnHTTPClose:
+		res = hostHTTPClose(int64(p[0]))
+	case abi.FnLog:
+		res = hostLog(int64(p[0]), p[1])
+	default:
+		panic("sdk: unknown host function " + fn)
+	}
+	out := readBlock(res)
+	// The result block first: if the host freed an argument block and reused its
+	// memory for the result, freeing the argument afterwards frees nothing live.
+	if res != 0 {
+		extismFree(res)
+	}
+	for _, b := range blocks {
+		extismFree(b)
+	}
+	return out
+}

@@ -1,0 +1,327 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/terrarium-ai/terrarium/abi"
+)
+
+// Info identifies a plugin and lists the capabilities it asks for. Pass it to Plugin.
+type Info struct {
+	// Name is the plugin's registry namespace: lower-case letters, digits, '_' and '-',
+	// starting with a letter or digit, at most 64 bytes. Its models, tools and handlers
+	// are registered by the host as /model/<Name>/<model>, /tool/<Name>/<tool> and
+	// /handler/<Name>/<handler>.
+	Name string
+	// Version is the plugin's own version, for people (e.g. "1.2.0").
+	Version string
+	// Description says what the plugin is for.
+	Description string
+	// Capabilities lists what the plugin needs: session state access, HTTP hosts,
+	// config keys and secrets. The operator's manifest grants them, or not.
+	Capabilities abi.Capabilities
+}
+
+// Plugin names the plugin and declares its capabilities. Call it once, from main or an
+// init function.
+func Plugin(info Info) { std.setInfo(info) }
+
+// Tool registers a tool. Its input and output JSON Schemas are inferred from In and Out:
+//
+//   - structs become objects whose properties follow encoding/json's names and rules
+//     (json tags, embedded structs, "-"); a field is required unless tagged omitempty or
+//     omitzero; other properties are not allowed (additionalProperties: false);
+//   - strings, bools, integers (unsigned ones with minimum 0) and floats become the
+//     matching JSON types; []byte a base64 string; slices and arrays arrays; maps with
+//     string (or integer, or text-marshalling) keys objects; pointers their element;
+//     time.Time a string of format date-time; other types implementing
+//     encoding.TextMarshaler a string;
+//   - interfaces (any), json.RawMessage and other types with their own JSON encoding
+//     (json.Marshaler or json.Unmarshaler) accept any value: no schema at the top level,
+//     {} for a property;
+//   - a recursive type's inner reference to itself is {} (any value): the schemas are
+//     self-contained, without $ref.
+//
+// A struct field's `jsonschema` tag adds to its schema, as comma-separated key=value
+// items (a comma inside a value is written \,): description, title, format, pattern,
+// enum (values separated by '|', or repeated enum= items), default, minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum, minLength, maxLength, minItems, maxItems, and the
+// flag required (required even with omitempty). On a slice or array field, enum, format,
+// pattern, minLength, maxLength and the numeric bounds apply to its items. A
+// `jsonschema_description` tag sets the description verbatim. Unknown keys are ignored.
+//
+// The host validates the input against the input schema before the call; the SDK then
+// decodes it into In with encoding/json (a type mismatch is reported as invalid_input).
+// To interrupt instead of answering, return the error of Interrupt.
+func Tool[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) {
+	addTool(std, name, description, fn)
+}
+
+// Model registers a model. info may be nil (no declared capabilities). The model
+// receives the request as the host sends it (system messages as messages with role
+// system, config untouched) and may stream chunks with StreamChunk before returning the
+// whole response.
+func Model(name string, info *abi.ModelInfo, fn func(ctx context.Context, req *abi.GenerateRequest) (*abi.GenerateResponse, error)) {
+	std.addModel(name, info, fn)
+}
+
+// Handler registers a handler called at the given points of a turn (at least one). It
+// reads and changes the session through the state functions (State, SetState, Messages,
+// AppendMessages, SetMessages, AddArtifact) and answers with a directive; a nil
+// directive means continue.
+func Handler(name, description string, fn func(ctx context.Context, in *abi.HandlerInput) (*abi.Directive, error), points ...abi.HookPoint) {
+	std.addHandler(name, description, fn, points)
+}
+
+// std is the registry the package-level functions fill and the exports serve.
+var std = newRegistry()
+
+type toolEntry struct {
+	def *abi.ToolDefinition
+	// call decodes the raw JSON input and runs the tool.
+	call func(ctx context.Context, input json.RawMessage) (any, error)
+}
+
+type modelEntry struct {
+	desc abi.ModelDescriptor
+	fn   func(context.Context, *abi.GenerateRequest) (*abi.GenerateResponse, error)
+}
+
+type handlerEntry struct {
+	desc abi.HandlerDescriptor
+	fn   func(context.Context, *abi.HandlerInput) (*abi.Directive, error)
+}
+
+// registry holds what a plugin registered. Registration problems (a bad or duplicate
+// name) are kept and reported by every export, so that the host refuses the plugin
+// with a clear message instead of the plugin trapping.
+type registry struct {
+	mu       sync.Mutex
+	info     *Info
+	models   []*modelEntry
+	tools    []*toolEntry
+	handlers []*handlerEntry
+	errs     []error
+}
+
+func newRegistry() *registry { return &registry{} }
+
+func (r *registry) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, err)
+}
+
+func (r *registry) setInfo(info Info) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.info != nil {
+		r.errs = append(r.errs, fmt.Errorf("sdk.Plugin called twice (%q, then %q)", r.info.Name, info.Name))
+		return
+	}
+	if err := validPluginName(info.Name); err != nil {
+		r.errs = append(r.errs, err)
+	}
+	r.info = &info
+}
+
+func addTool[In, Out any](r *registry, name, description string, fn func(context.Context, In) (Out, error)) {
+	if fn == nil {
+		r.fail(fmt.Errorf("tool %q: nil function", name))
+		return
+	}
+	def := &abi.ToolDefinition{
+		Name:         name,
+		Description:  description,
+		InputSchema:  schemaFor[In](),
+		OutputSchema: schemaFor[Out](),
+	}
+	call := func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var in In
+		if len(raw) > 0 {
+			if err := json.Unmarshal(raw, &in); err != nil {
+				return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
+			}
+		}
+		return fn(ctx, in)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := validMemberName("tool", name); err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	if slices.ContainsFunc(r.tools, func(t *toolEntry) bool { return t.def.Name == name }) {
+		r.errs = append(r.errs, fmt.Errorf("tool %q registered twice", name))
+		return
+	}
+	r.tools = append(r.tools, &toolEntry{def: def, call: call})
+}
+
+func (r *registry) addModel(name string, info *abi.ModelInfo, fn func(context.Context, *abi.GenerateRequest) (*abi.GenerateResponse, error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := validMemberName("model", name); err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	if fn == nil {
+		r.errs = append(r.errs, fmt.Errorf("model %q: nil function", name))
+		return
+	}
+	if slices.ContainsFunc(r.models, func(m *modelEntry) bool { return m.desc.Name == name }) {
+		r.errs = append(r.errs, fmt.Errorf("model %q registered twice", name))
+		return
+	}
+	r.models = append(r.models, &modelEntry{desc: abi.ModelDescriptor{Name: name, Info: info}, fn: fn})
+}
+
+func (r *registry) addHandler(name, description string, fn func(context.Context, *abi.HandlerInput) (*abi.Directive, error), points []abi.HookPoint) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := validMemberName("handler", name); err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	if fn == nil {
+		r.errs = append(r.errs, fmt.Errorf("handler %q: nil function", name))
+		return
+	}
+	if len(points) == 0 {
+		r.errs = append(r.errs, fmt.Errorf("handler %q: no hook points (want one or more of turnStart, beforeGenerate, afterGenerate, turnEnd)", name))
+		return
+	}
+	var ps []abi.HookPoint
+	for _, p := range points {
+		if !p.Valid() {
+			r.errs = append(r.errs, fmt.Errorf("handler %q: unknown hook point %q (want turnStart, beforeGenerate, afterGenerate or turnEnd)", name, p))
+			return
+		}
+		if !slices.Contains(ps, p) {
+			ps = append(ps, p)
+		}
+	}
+	if slices.ContainsFunc(r.handlers, func(h *handlerEntry) bool { return h.desc.Name == name }) {
+		r.errs = append(r.errs, fmt.Errorf("handler %q registered twice", name))
+		return
+	}
+	r.handlers = append(r.handlers, &handlerEntry{
+		desc: abi.HandlerDescriptor{Name: name, Description: description, Points: ps},
+		fn:   fn,
+	})
+}
+
+// err returns the registration problems as one internal error, or nil.
+func (r *registry) err() *abi.Error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	errs := r.errs
+	if r.info == nil {
+		errs = append(slices.Clip(errs), errors.New("sdk.Plugin was not called: a plugin needs a name"))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return abi.Errorf(abi.CodeInternal, "plugin registration failed: %s", strings.Join(msgs, "; "))
+}
+
+func (r *registry) descriptor() *abi.Descriptor {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := &abi.Descriptor{
+		ABI:          abi.Version,
+		Name:         r.info.Name,
+		Version:      r.info.Version,
+		Description:  r.info.Description,
+		Capabilities: r.info.Capabilities,
+	}
+	for _, m := range r.models {
+		d.Models = append(d.Models, m.desc)
+	}
+	for _, t := range r.tools {
+		d.Tools = append(d.Tools, t.def)
+	}
+	for _, h := range r.handlers {
+		d.Handlers = append(d.Handlers, h.desc)
+	}
+	return d
+}
+
+func (r *registry) tool(name string) *toolEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.tools {
+		if t.def.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+func (r *registry) model(name string) *modelEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.models {
+		if m.desc.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+func (r *registry) handler(name string) *handlerEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.handlers {
+		if h.desc.Name == name {
+			return h
+		}
+	}
+	return nil
+}
+
+// validPluginName checks a plugin name against ABI.md: [a-z0-9][a-z0-9_-]*, at most
+// 64 bytes.
+func validPluginName(name string) error {
+	if name == "" {
+		return errors.New("sdk.Plugin: the plugin name is empty")
+	}
+	if len(name) > 64 {
+		return fmt.Errorf("sdk.Plugin: the plugin name %q is longer than 64 bytes", name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '_' || c == '-')
+		if !ok {
+			return fmt.Errorf("sdk.Plugin: invalid plugin name %q (want lower-case letters, digits, '_' and '-', starting with a letter or digit)", name)
+		}
+	}
+	return nil
+}
+
+// validMemberName checks a model, tool or handler name against ABI.md:
+// [A-Za-z0-9][A-Za-z0-9_.-]*.
+func validMemberName(kind, name string) error {
+	if name == "" {
+		return fmt.Errorf("%s name is empty", kind)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			i > 0 && (c == '_' || c == '.' || c == '-')
+		if !ok {
+			return fmt.Errorf("invalid %s name %q (want letters, digits, '_', '.' and '-', starting with a letter or digit)", kind, name)
+		}
+	}
+	return nil
+}
