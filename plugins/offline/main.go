@@ -1,0 +1,295 @@
+// Command offline is a Terrarium plugin serving one model, echo (registered as
+// /model/offline/echo): an offline, deterministic, rule-based stand-in for a model, for
+// demos and tests. It is not a language model and understands nothing; it answers by
+// these rules, in order:
+//
+//  1. when the last message is a tool message: "Tool results: " followed by the JSON
+//     outputs of its tool responses (separated by "; ");
+//  2. when the last user message's text is "/call <tool> <json-input>" and the request
+//     offers that tool: a request to call it (ref "call-1") with that input;
+//  3. when the request asks for JSON output with a schema: a minimal JSON value of the
+//     schema (required properties filled with "", 0, false, [] or nested values; the
+//     first enum value; lengths and bounds respected), as text;
+//  4. otherwise: "echo: " followed by the last user message's text.
+//
+// It streams its text word by word before returning the whole response, whose usage
+// counts input and output characters. It needs no capabilities.
+//
+// Build it with: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o offline.wasm .
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/sdk"
+)
+
+func main() {
+	sdk.Plugin(sdk.Info{
+		Name:    "offline",
+		Version: "1.0.0",
+		Description: "An offline, deterministic, rule-based stand-in for a model, for demos and tests. " +
+			"Not a language model: it echoes, calls a tool when told \"/call <tool> <json>\" and fills JSON schemas with minimal values.",
+	})
+	sdk.Model("echo", &abi.ModelInfo{
+		Label: "Offline echo (rule-based, not a language model)",
+		Supports: &abi.ModelSupports{
+			Multiturn:   true,
+			Tools:       true,
+			SystemRole:  true,
+			Output:      []string{"text", "json"},
+			Constrained: abi.ConstrainedNone,
+		},
+		Stage: abi.StageStable,
+	}, generate)
+}
+
+func generate(_ context.Context, req *abi.GenerateRequest) (*abi.GenerateResponse, error) {
+	msg := answer(req)
+	for _, p := range msg.Content {
+		if p.IsText() {
+			for _, w := range words(p.Text) {
+				if err := sdk.StreamChunk(&abi.GenerateResponseChunk{Role: abi.RoleModel, Content: []*abi.Part{abi.NewTextPart(w)}}); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		if err := sdk.StreamChunk(&abi.GenerateResponseChunk{Role: abi.RoleModel, Content: []*abi.Part{p}}); err != nil {
+			return nil, err
+		}
+	}
+	in := 0
+	for _, m := range req.Messages {
+		in += utf8.RuneCountInString(m.Text())
+	}
+	return &abi.GenerateResponse{
+		Message:      msg,
+		FinishReason: abi.FinishStop,
+		Usage: &abi.GenerationUsage{
+			InputCharacters:  in,
+			OutputCharacters: utf8.RuneCountInString(msg.Text()),
+		},
+	}, nil
+}
+
+// answer applies the rules of the package doc.
+func answer(req *abi.GenerateRequest) *abi.Message {
+	var last *abi.Message
+	if n := len(req.Messages); n > 0 {
+		last = req.Messages[n-1]
+	}
+	// 1. Tool results.
+	if last != nil && last.Role == abi.RoleTool {
+		var outs []string
+		for _, r := range last.ToolResponses() {
+			b, err := json.Marshal(r.Output)
+			if err != nil {
+				b = []byte("null")
+			}
+			outs = append(outs, string(b))
+		}
+		return abi.NewModelTextMessage("Tool results: " + strings.Join(outs, "; "))
+	}
+	text := lastUserText(req.Messages)
+	// 2. "/call <tool> <json-input>".
+	if tr := toolCall(text, req.Tools); tr != nil {
+		return abi.NewModelMessage(abi.NewToolRequestPart(tr))
+	}
+	// 3. A minimal instance of the requested JSON schema.
+	if o := req.Output; o != nil && o.Format == "json" && o.Schema != nil {
+		b, err := json.Marshal(minimal(o.Schema, 0))
+		if err == nil {
+			return abi.NewModelTextMessage(string(b))
+		}
+	}
+	// 4. Echo.
+	return abi.NewModelTextMessage("echo: " + text)
+}
+
+func lastUserText(msgs []*abi.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == abi.RoleUser {
+			return msgs[i].Text()
+		}
+	}
+	return ""
+}
+
+// toolCall parses "/call <tool> <json-input>" for a tool the request offers; nil when
+// the text is not such a command, the tool is not offered or the input is not JSON.
+func toolCall(text string, tools []*abi.ToolDefinition) *abi.ToolRequest {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(text), "/call ")
+	if !ok {
+		return nil
+	}
+	rest = strings.TrimSpace(rest)
+	name, input := rest, ""
+	if i := strings.IndexFunc(rest, unicode.IsSpace); i >= 0 {
+		name, input = rest[:i], rest[i:]
+	}
+	offered := false
+	for _, t := range tools {
+		if t.Name == name {
+			offered = true
+			break
+		}
+	}
+	if !offered {
+		return nil
+	}
+	var v any
+	if input = strings.TrimSpace(input); input != "" {
+		if err := json.Unmarshal([]byte(input), &v); err != nil {
+			return nil
+		}
+	}
+	return &abi.ToolRequest{Ref: "call-1", Name: name, Input: v}
+}
+
+// words splits text into words, each keeping the spaces after it, so that the words
+// joined are the text.
+func words(text string) []string {
+	var out []string
+	start := 0
+	inSpace := false
+	for i, r := range text {
+		sp := unicode.IsSpace(r)
+		if !sp && inSpace {
+			out = append(out, text[start:i])
+			start = i
+		}
+		inSpace = sp
+	}
+	if start < len(text) {
+		out = append(out, text[start:])
+	}
+	return out
+}
+
+// maxDepth bounds the nesting of a minimal instance (recursive schemas).
+const maxDepth = 16
+
+// minimal returns a small JSON value matching schema: the first enum value or the
+// const, else the zero of its type with required properties, minimum lengths and
+// bounds respected.
+func minimal(schema map[string]any, depth int) any {
+	if schema == nil || depth > maxDepth {
+		return nil
+	}
+	if c, ok := schema["const"]; ok {
+		return c
+	}
+	if e, ok := schema["enum"].([]any); ok && len(e) > 0 {
+		return e[0]
+	}
+	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+		if alts, ok := schema[k].([]any); ok && len(alts) > 0 {
+			if s, ok := alts[0].(map[string]any); ok {
+				return minimal(s, depth+1)
+			}
+		}
+	}
+	switch typeOf(schema) {
+	case "object":
+		obj := map[string]any{}
+		props, _ := schema["properties"].(map[string]any)
+		var req []string
+		switch r := schema["required"].(type) {
+		case []string:
+			req = r
+		case []any:
+			for _, e := range r {
+				if s, ok := e.(string); ok {
+					req = append(req, s)
+				}
+			}
+		}
+		for _, name := range req {
+			p, _ := props[name].(map[string]any)
+			obj[name] = minimal(p, depth+1)
+		}
+		return obj
+	case "array":
+		n := intOf(schema["minItems"])
+		items, _ := schema["items"].(map[string]any)
+		arr := make([]any, n)
+		for i := range arr {
+			arr[i] = minimal(items, depth+1)
+		}
+		return arr
+	case "string":
+		if f, _ := schema["format"].(string); f == "date-time" {
+			return "1970-01-01T00:00:00Z"
+		} else if f == "date" {
+			return "1970-01-01"
+		}
+		return strings.Repeat("a", intOf(schema["minLength"]))
+	case "integer":
+		if m, ok := number(schema["minimum"]); ok && m > 0 {
+			return int64(m + 0.999999)
+		}
+		if m, ok := number(schema["maximum"]); ok && m < 0 {
+			return int64(m)
+		}
+		return 0
+	case "number":
+		if m, ok := number(schema["minimum"]); ok && m > 0 {
+			return m
+		}
+		if m, ok := number(schema["maximum"]); ok && m < 0 {
+			return m
+		}
+		return 0
+	case "boolean":
+		return false
+	}
+	return nil
+}
+
+// typeOf returns the schema's type: the first non-null one of a list, or "object" for
+// a schema with properties.
+func typeOf(schema map[string]any) string {
+	switch t := schema["type"].(type) {
+	case string:
+		return t
+	case []any:
+		for _, e := range t {
+			if s, ok := e.(string); ok && s != "null" {
+				return s
+			}
+		}
+	}
+	if _, ok := schema["properties"]; ok {
+		return "object"
+	}
+	return ""
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func intOf(v any) int {
+	f, ok := number(v)
+	if !ok || f < 0 {
+		return 0
+	}
+	return int(min(f, 1<<16))
+}

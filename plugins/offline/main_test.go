@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/terrarium-ai/terrarium/abi"
+)
+
+func TestWords(t *testing.T) {
+	for _, text := range []string{"", "one", "echo: hello  there\tworld ", "  lead"} {
+		w := words(text)
+		if strings.Join(w, "") != text {
+			t.Errorf("words(%q) = %q: does not join back", text, w)
+		}
+	}
+	if w := words("a b  c"); len(w) != 3 || w[1] != "b  " {
+		t.Errorf("words = %q", w)
+	}
+}
+
+func TestAnswerRules(t *testing.T) {
+	tools := []*abi.ToolDefinition{{Name: "calc"}}
+	for _, tc := range []struct {
+		name string
+		req  *abi.GenerateRequest
+		want string // the answer's JSON
+	}{
+		{"echo", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewSystemTextMessage("sys"), abi.NewUserTextMessage("hi")}},
+			`{"role":"model","content":[{"text":"echo: hi"}]}`},
+		{"no messages", &abi.GenerateRequest{}, `{"role":"model","content":[{"text":"echo: "}]}`},
+		{"call", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage(`/call calc {"expression":"2*3"}`)}, Tools: tools},
+			`{"role":"model","content":[{"toolRequest":{"ref":"call-1","name":"calc","input":{"expression":"2*3"}}}]}`},
+		{"call without input", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("/call calc")}, Tools: tools},
+			`{"role":"model","content":[{"toolRequest":{"ref":"call-1","name":"calc"}}]}`},
+		{"call of a tool not offered", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage(`/call rm {}`)}, Tools: tools},
+			`{"role":"model","content":[{"text":"echo: /call rm {}"}]}`},
+		{"call with bad JSON", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage(`/call calc {`)}, Tools: tools},
+			`{"role":"model","content":[{"text":"echo: /call calc {"}]}`},
+		{"tool results", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewToolMessage(
+			&abi.ToolResponse{Name: "calc", Output: 6}, &abi.ToolResponse{Name: "calc", Output: map[string]any{"v": "x"}})}},
+			`{"role":"model","content":[{"text":"Tool results: 6; {\"v\":\"x\"}"}]}`},
+		{"json", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("x")}, Output: &abi.OutputConfig{Format: "json", Schema: map[string]any{
+			"type": "object", "required": []any{"s", "n", "b", "a", "o", "e", "t"},
+			"properties": map[string]any{
+				"s": map[string]any{"type": "string", "minLength": 2.0}, "n": map[string]any{"type": "number", "maximum": -1.5},
+				"b": map[string]any{"type": "boolean"}, "a": map[string]any{"type": "array", "minItems": 1.0, "items": map[string]any{"type": "integer"}},
+				"o": map[string]any{"type": []any{"null", "object"}, "properties": map[string]any{}}, "e": map[string]any{"enum": []any{"x", "y"}},
+				"t": map[string]any{"type": "string", "format": "date-time"}, "skipped": map[string]any{"type": "string"},
+			}}}},
+			`{"role":"model","content":[{"text":"{\"a\":[0],\"b\":false,\"e\":\"x\",\"n\":-1.5,\"o\":{},\"s\":\"aa\",\"t\":\"1970-01-01T00:00:00Z\"}"}]}`},
+	} {
+		b, err := json.Marshal(answer(tc.req))
+		if err != nil || string(b) != tc.want {
+			t.Errorf("%s: answer = %s (%v), want %s", tc.name, b, err, tc.want)
+		}
+	}
+}
