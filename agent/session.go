@@ -22,6 +22,9 @@ type Session[State any] struct {
 	mu    sync.RWMutex
 	id    string
 	state SessionState[State]
+	// updates serializes read-modify-write sequences that span several calls (see
+	// LockUpdates); mu protects each single access.
+	updates sync.Mutex
 
 	// Snapshot bookkeeping.
 	parentID       string               // the last snapshot taken or resumed from
@@ -192,6 +195,10 @@ type AnySession interface {
 	SetMessages(msgs []*abi.Message)
 	AddArtifact(a *Artifact)
 	TurnIndex() int
+	// LockUpdates serializes read-modify-write sequences made of several calls: the
+	// holder is the only one in its sequence until it calls unlock. The plugin host
+	// holds it for the whole call of a plugin that may write the state.
+	LockUpdates() (unlock func())
 }
 
 var _ AnySession = (*Session[struct{}])(nil)
@@ -216,6 +223,12 @@ func (s *Session[State]) SetCustomJSON(data []byte) error {
 	}
 	s.SetCustom(v)
 	return nil
+}
+
+// LockUpdates implements AnySession.
+func (s *Session[State]) LockUpdates() (unlock func()) {
+	s.updates.Lock()
+	return s.updates.Unlock
 }
 
 // AnySessionFromContext returns the session in ctx whatever its State type, or nil.
