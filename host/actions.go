@@ -1,0 +1,126 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+)
+
+// The agent's view of a plugin: models, tools and handlers that work in Generate,
+// DefineSessionFlow and DefineAgent exactly as native ones do. Each call binds the
+// session found in its context.
+
+type pluginModel struct {
+	p     *Plugin
+	local string
+	info  *abi.ModelInfo
+}
+
+func (m *pluginModel) Name() string           { return m.p.desc.Name + "/" + m.local }
+func (m *pluginModel) Info() *abi.ModelInfo   { return m.info }
+func (m *pluginModel) Desc() agent.ActionDesc { return agent.ModelDesc(m.Name(), m.info) }
+
+func (m *pluginModel) Generate(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+	in, err := json.Marshal(abi.GenerateInput{Model: m.local, Request: req})
+	if err != nil {
+		return nil, fmt.Errorf("host: encoding the request for %s: %w", m.Name(), err)
+	}
+	b := &binding{session: agent.AnySessionFromContext(ctx)}
+	if cb != nil {
+		b.stream = func(ctx context.Context, data []byte) error {
+			var c abi.GenerateResponseChunk
+			if err := json.Unmarshal(data, &c); err != nil {
+				return abi.Errorf(abi.CodeInvalidInput, "chunk: %v", err)
+			}
+			return cb(ctx, &c)
+		}
+	}
+	out, err := m.p.call(ctx, abi.ExportGenerate, in, b)
+	if err != nil {
+		return nil, err
+	}
+	var resp abi.GenerateResponse
+	if err := m.p.decode(abi.ExportGenerate, out, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+type pluginTool struct {
+	p     *Plugin
+	local string
+	def   *abi.ToolDefinition
+}
+
+func (t *pluginTool) Name() string                    { return t.def.Name }
+func (t *pluginTool) Definition() *abi.ToolDefinition { return t.def }
+func (t *pluginTool) Desc() agent.ActionDesc          { return agent.ToolDesc(t.def) }
+
+func (t *pluginTool) Run(ctx context.Context, input any) (any, error) {
+	ti := abi.ToolInput{Tool: t.local, Input: input}
+	if md, resumed := agent.Resumed(ctx); resumed {
+		ti.Resumed = md
+	}
+	in, err := json.Marshal(ti)
+	if err != nil {
+		return nil, fmt.Errorf("host: encoding the input of %s: %w", t.Name(), err)
+	}
+	b := &binding{session: agent.AnySessionFromContext(ctx), stream: reportStatus}
+	out, err := t.p.call(ctx, abi.ExportCallTool, in, b)
+	if err != nil {
+		return nil, err
+	}
+	var res abi.ToolOutput
+	if err := t.p.decode(abi.ExportCallTool, out, &res); err != nil {
+		return nil, err
+	}
+	if res.Interrupt != nil {
+		return nil, agent.Interrupt(res.Interrupt)
+	}
+	return res.Output, nil
+}
+
+type pluginHandler struct {
+	p     *Plugin
+	local string
+	desc  abi.HandlerDescriptor
+}
+
+func (h *pluginHandler) Name() string            { return h.p.desc.Name + "/" + h.local }
+func (h *pluginHandler) Points() []abi.HookPoint { return h.desc.Points }
+func (h *pluginHandler) Desc() agent.ActionDesc {
+	return agent.HandlerDesc(h.Name(), h.desc.Description, h.desc.Points)
+}
+
+func (h *pluginHandler) Handle(ctx context.Context, in *abi.HandlerInput) (*abi.Directive, error) {
+	hin := *in
+	hin.Handler = h.local
+	data, err := json.Marshal(&hin)
+	if err != nil {
+		return nil, fmt.Errorf("host: encoding the input of %s: %w", h.Name(), err)
+	}
+	b := &binding{session: agent.AnySessionFromContext(ctx), stream: reportStatus}
+	out, err := h.p.call(ctx, abi.ExportHandle, data, b)
+	if err != nil {
+		return nil, err
+	}
+	var d abi.Directive
+	if err := h.p.decode(abi.ExportHandle, out, &d); err != nil {
+		return nil, err
+	}
+	if err := d.Validate(); err != nil {
+		return nil, &CallError{Plugin: h.p.desc.Name, Export: abi.ExportHandle, Err: fmt.Errorf("%w: %w", ErrPluginFault, err)}
+	}
+	return &d, nil
+}
+
+// reportStatus forwards a tool's or handler's status to the session flow's client.
+func reportStatus(ctx context.Context, data []byte) error {
+	if !json.Valid(data) {
+		return abi.Errorf(abi.CodeInvalidInput, "a status must be JSON")
+	}
+	return agent.ReportStatus(ctx, json.RawMessage(data))
+}

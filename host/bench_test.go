@@ -1,0 +1,184 @@
+package host_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"go/ast"
+	"go/constant"
+	"go/parser"
+	"testing"
+	"time"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/host"
+)
+
+// nativeCalc is the calculator plugin's work done natively: parse, evaluate exactly,
+// convert. It is the baseline the plugin's round trip is compared to.
+func nativeCalc() agent.Tool {
+	type in struct {
+		Expression string `json:"expression"`
+	}
+	type out struct {
+		Value      float64 `json:"value"`
+		Expression string  `json:"expression"`
+	}
+	var eval func(e ast.Expr) constant.Value
+	eval = func(e ast.Expr) constant.Value {
+		switch e := e.(type) {
+		case *ast.BasicLit:
+			return constant.MakeFromLiteral(e.Value, e.Kind, 0)
+		case *ast.ParenExpr:
+			return eval(e.X)
+		case *ast.UnaryExpr:
+			return constant.UnaryOp(e.Op, eval(e.X), 0)
+		case *ast.BinaryExpr:
+			return constant.BinaryOp(eval(e.X), e.Op, eval(e.Y))
+		}
+		return constant.MakeUnknown()
+	}
+	return agent.NewTool("calc", "native calculator", func(ctx context.Context, i in) (out, error) {
+		tree, err := parser.ParseExpr(i.Expression)
+		if err != nil {
+			return out{}, err
+		}
+		v, _ := constant.Float64Val(constant.ToFloat(eval(tree)))
+		return out{Value: v, Expression: i.Expression}, nil
+	})
+}
+
+// BenchmarkToolCall compares one call of the calculator tool: native Go, through the
+// host (pool checkout, JSON envelopes, schema check excluded as in Tool.Run), and a
+// bare Extism call of the same module and input (no pool, no envelopes decoded).
+func BenchmarkToolCall(b *testing.B) {
+	input := map[string]any{"expression": "(1.5 + 2) * -3 / 7"}
+	raw := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
+	ctx := context.Background()
+	b.Run("native", func(b *testing.B) {
+		tool := nativeCalc()
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := tool.Run(ctx, input); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("plugin", func(b *testing.B) {
+		h, r := newHost(&testing.T{})
+		defer h.Close(ctx)
+		if _, err := h.Load(ctx, benchWasm(b, "../plugins/calculator"), host.Manifest{}); err != nil {
+			b.Fatal(err)
+		}
+		tool, _ := r.LookupTool("calculator/calc")
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := tool.Run(ctx, input); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// A bare Extism call of the same module and input: no pool, no envelopes decoded.
+	// "interruptible" adds what the host needs to stop a guest at its deadline:
+	// wazero's CloseOnContextDone, which compiles a check into every loop and call,
+	// and a context with a deadline.
+	bare := func(b *testing.B, interruptible bool) {
+		cache, _ := wazero.NewCompilationCacheWithDir(defaultCacheDir(b))
+		rc := wazero.NewRuntimeConfig().WithCompilationCache(cache).WithCloseOnContextDone(interruptible)
+		p, err := extism.NewPlugin(ctx, extism.Manifest{Wasm: []extism.Wasm{extism.WasmData{Data: benchWasm(b, "../plugins/calculator")}}},
+			extism.PluginConfig{
+				EnableWasi:    true,
+				RuntimeConfig: rc,
+				ModuleConfig:  wazero.NewModuleConfig().WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader),
+			}, stubHostFunctions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close(ctx)
+		b.ReportAllocs()
+		for b.Loop() {
+			callCtx := ctx
+			var cancel context.CancelFunc = func() {}
+			if interruptible {
+				callCtx, cancel = context.WithTimeout(ctx, time.Minute)
+			}
+			if _, _, err := p.CallWithContext(callCtx, "terrarium_call_tool", raw); err != nil {
+				b.Fatal(err)
+			}
+			cancel()
+		}
+	}
+	b.Run("extism-bare", func(b *testing.B) { bare(b, false) })
+	b.Run("extism-bare-interruptible", func(b *testing.B) { bare(b, true) })
+}
+
+// stubHostFunctions satisfies the imports of an SDK-built plugin for a bare Extism run.
+func stubHostFunctions() []extism.HostFunction {
+	var fns []extism.HostFunction
+	for name, params := range map[string]int{"session_id": 0, "state_get": 0, "state_set": 1, "messages_get": 0, "messages_append": 1,
+		"messages_set": 1, "artifact_add": 1, "stream": 1, "config_get": 1, "secret_get": 1, "http_request": 2, "http_read": 2, "http_close": 1, "log": 2} {
+		ps := make([]extism.ValueType, params)
+		for i := range ps {
+			ps[i] = extism.ValueTypeI64
+		}
+		f := extism.NewHostFunctionWithStack(name, func(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
+			off, _ := p.WriteBytes([]byte{1, '{', '}'})
+			stack[0] = off
+		}, ps, []extism.ValueType{extism.ValueTypeI64})
+		f.SetNamespace("terrarium:host/v1")
+		fns = append(fns, f)
+	}
+	return fns
+}
+
+// BenchmarkColdStart measures loading the calculator plugin into a new host: compile
+// (or fetch from the compilation cache), instantiate, describe, register.
+func BenchmarkColdStart(b *testing.B) {
+	ctx := context.Background()
+	data := benchWasm(b, "../plugins/calculator")
+	once := func(b *testing.B, opts ...host.Option) {
+		h, err := host.New(agent.NewRegistry(), opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := h.Load(ctx, data, host.Manifest{}); err != nil {
+			b.Fatal(err)
+		}
+		h.Close(ctx)
+	}
+	b.Run("cache=off", func(b *testing.B) {
+		for b.Loop() {
+			once(b, host.WithCompilationCache(""))
+		}
+	})
+	warm := b.TempDir()
+	once(b, host.WithCompilationCache(warm)) // fill it
+	b.Run("cache=warm", func(b *testing.B) {
+		for b.Loop() {
+			once(b, host.WithCompilationCache(warm))
+		}
+	})
+}
+
+// BenchmarkConcurrentToolCalls runs tool calls from many goroutines through a pool of
+// 4 instances.
+func BenchmarkConcurrentToolCalls(b *testing.B) {
+	ctx := context.Background()
+	h, r := newHost(&testing.T{})
+	defer h.Close(ctx)
+	if _, err := h.Load(ctx, benchWasm(b, "../plugins/calculator"), host.Manifest{MaxInstances: 4}); err != nil {
+		b.Fatal(err)
+	}
+	tool, _ := r.LookupTool("calculator/calc")
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			if _, err := tool.Run(ctx, map[string]any{"expression": fmt.Sprintf("%d*2", i)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

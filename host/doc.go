@@ -1,0 +1,14 @@
+// Package host is the WebAssembly plugin host: it loads plugins (modules speaking the
+// protocol of abi/ABI.md), runs them sandboxed with Extism's go-sdk on wazero, and
+// registers their models, tools and handlers in an agent registry, where they work
+// exactly as native ones do.
+//
+// Each plugin is compiled once (with an on-disk compilation cache) and served by a
+// bounded pool of warm instances. Its manifest grants what it may do, and nothing else
+// is allowed: memory, time per call, concurrent instances, HTTP hosts (checked again on
+// every redirect), config values, secrets (injected into HTTP headers, never shown to
+// the plugin unless granted readable), and access to the session (none, read, write).
+// Host functions act on the session bound to the current call only, so one pool serves
+// every session and tenant. An instance that trapped, timed out or was cancelled is
+// discarded.
+package host

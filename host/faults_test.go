@@ -1,0 +1,266 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/testmodel"
+	"github.com/terrarium-ai/terrarium/host"
+)
+
+func runTool(ctx context.Context, r *agent.Registry, name string) (any, error) {
+	t, err := r.LookupTool(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.Run(ctx, map[string]any{})
+}
+
+func TestFaultsAreContained(t *testing.T) {
+	h, r := newHost(t)
+	p := load(t, h, "testdata/faults", host.Manifest{Timeout: host.Duration{Duration: 2 * time.Second}, MemoryPages: 512})
+	ctx := context.Background()
+	cases := []struct {
+		tool     string
+		fault    bool   // the plugin failed (rather than reported an error)
+		contains string // in the error message
+	}{
+		{"panic", true, "deliberate panic"},
+		{"loop", true, "timed out after 2s"},
+		{"oom", true, "plugin fault"},
+		{"badjson", true, "invalid output"},
+		{"huge", true, "plugin fault"},
+		{"error", false, "plain text, not JSON"},
+	}
+	for _, c := range cases {
+		t.Run(c.tool, func(t *testing.T) {
+			_, err := runTool(ctx, r, "faults/"+c.tool)
+			var ce *host.CallError
+			if !errors.As(err, &ce) || ce.Plugin != "faults" || ce.Export != abi.ExportCallTool {
+				t.Fatalf("err = %v, want a CallError naming plugin and export", err)
+			}
+			if errors.Is(err, host.ErrPluginFault) != c.fault || !strings.Contains(err.Error(), c.contains) {
+				t.Errorf("err = %v (fault: %v), want fault %v mentioning %q", err, errors.Is(err, host.ErrPluginFault), c.fault, c.contains)
+			}
+			if !strings.Contains(err.Error(), "plugin faults: terrarium_call_tool") {
+				t.Errorf("error does not name plugin and export: %v", err)
+			}
+			// The host still serves the next call.
+			out, err := runTool(ctx, r, "faults/ok")
+			if err != nil || out != "fine" {
+				t.Errorf("next call: %v, %v", out, err)
+			}
+			if live, _ := p.Instances(); live < 1 || live > 4 {
+				t.Errorf("%d live instances", live)
+			}
+		})
+	}
+
+	// With a memory grant big enough for it, a 100 MB output is refused for its size.
+	h2, r2 := newHost(t)
+	load(t, h2, "testdata/faults", host.Manifest{MemoryPages: 8192})
+	if _, err := runTool(ctx, r2, "faults/huge"); !errors.Is(err, host.ErrPluginFault) || !strings.Contains(err.Error(), "exceeds the limit") {
+		t.Errorf("huge output with memory to spare: %v", err)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	h, _ := newHost(t)
+	ctx := context.Background()
+	_, err := h.Load(ctx, wasm(t, "testdata/noexport"), host.Manifest{})
+	if !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), "does not export terrarium_call_tool") || !strings.Contains(err.Error(), "noexport") {
+		t.Errorf("missing export: %v", err)
+	}
+	_, err = h.Load(ctx, wasm(t, "testdata/faults"), host.Manifest{Config: map[string]string{"abi": "2"}})
+	if !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), "ABI version 2") {
+		t.Errorf("unsupported ABI: %v", err)
+	}
+	_, err = h.Load(ctx, []byte("not wasm at all"), host.Manifest{})
+	if !errors.Is(err, host.ErrLoad) {
+		t.Errorf("garbage: %v", err)
+	}
+	calc := wasm(t, "../plugins/calculator")
+	_, err = h.Load(ctx, calc, host.Manifest{SHA256: strings.Repeat("0", 64)})
+	if !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), "pins") {
+		t.Errorf("wrong pin: %v", err)
+	}
+	p, err := h.Load(ctx, calc, host.Manifest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := p.SHA256()
+	p.Unload(ctx)
+	if _, err := h.Load(ctx, calc, host.Manifest{SHA256: pinned}); err != nil {
+		t.Errorf("right pin: %v", err)
+	}
+	if _, err := h.Load(ctx, calc, host.Manifest{}); !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), "already loaded") {
+		t.Errorf("loading twice: %v", err)
+	}
+	if _, err := h.Load(ctx, calc, host.Manifest{State: "admin"}); !errors.Is(err, host.ErrLoad) {
+		t.Errorf("bad manifest: %v", err)
+	}
+}
+
+func TestWaitingForAnInstanceHonoursTheContext(t *testing.T) {
+	h, r := newHost(t)
+	load(t, h, "testdata/faults", host.Manifest{MaxInstances: 1, Timeout: host.Duration{Duration: 1500 * time.Millisecond}})
+	busy := make(chan error)
+	go func() {
+		_, err := runTool(context.Background(), r, "faults/loop")
+		busy <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // let the loop take the only instance
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := runTool(ctx, r, "faults/ok")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiting call: %v", err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Errorf("the wait ignored its context: %v", waited)
+	}
+	if err := <-busy; !strings.Contains(fmt.Sprint(err), "timed out") {
+		t.Errorf("looping call: %v", err)
+	}
+	if out, err := runTool(context.Background(), r, "faults/ok"); err != nil || out != "fine" {
+		t.Errorf("after the timeout: %v, %v", out, err)
+	}
+}
+
+// TestFaultInATurnDamagesNoSnapshot: a plugin that crashes in the middle of a turn
+// ends that connection with an error; earlier snapshots stay intact and resumable.
+func TestFaultInATurnDamagesNoSnapshot(t *testing.T) {
+	h, r := newHost(t)
+	load(t, h, "testdata/faults", host.Manifest{})
+	load(t, h, "../plugins/scratchpad", host.Manifest{State: abi.StateWrite})
+	testmodel.Define(r, "test/faulty").
+		Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "scratchpad/note", Ref: "1", Input: map[string]any{"text": "keep me"}})).
+		ReplyText("noted").
+		Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "faults/panic", Ref: "2", Input: map[string]any{}})).
+		ReplyText("after the resume")
+	snaps := agent.NewInMemorySnapshotStore[Notes]()
+	a := agent.DefineAgent[struct{}, Notes](r, "faulty",
+		agent.WithGenerateOpts[Notes](agent.WithModelName("test/faulty"), agent.WithToolNames("scratchpad/note", "faults/panic")),
+		agent.WithSnapshotStore(snaps))
+	ctx := context.Background()
+	conn, _ := a.StreamBidi(ctx)
+	conn.SendText("note it")
+	var good string
+	for c, err := range conn.Receive() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.SnapshotCreated != "" {
+			good = c.SnapshotCreated
+		}
+	}
+	conn.SendText("now crash")
+	var turnErr error
+	for _, err := range conn.Receive() {
+		turnErr = err
+	}
+	if !errors.Is(turnErr, host.ErrPluginFault) || !strings.Contains(turnErr.Error(), "plugin faults: terrarium_call_tool") {
+		t.Fatalf("faulty turn: %v", turnErr)
+	}
+	if _, err := conn.Output(); err == nil {
+		t.Fatal("the connection survived a failed turn")
+	}
+	snap, err := snaps.GetSnapshot(ctx, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.State.Custom.Scratchpad) != 1 || len(snap.State.Messages) != 4 {
+		t.Errorf("snapshot = %+v", snap.State)
+	}
+	conn, err = a.StreamBidi(ctx, agent.WithSnapshotID[Notes](good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SendText("hello again")
+	for _, err := range conn.Receive() {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close()
+	out, err := conn.Output()
+	if err != nil || out.State.Messages[len(out.State.Messages)-1].Text() != "after the resume" {
+		t.Errorf("resumed: %v, %v", out, err)
+	}
+}
+
+// TestConcurrentSessionsShareOnePool: 32 sessions use one plugin's pool at once; each
+// session's state holds its own notes and nobody else's.
+func TestConcurrentSessionsShareOnePool(t *testing.T) {
+	h, r := newHost(t)
+	p := load(t, h, "../plugins/scratchpad", host.Manifest{State: abi.StateWrite, MaxInstances: 4})
+	testmodel.Define(r, "test/notes", testmodel.WithHandler(func(req *abi.GenerateRequest) testmodel.Turn {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == abi.RoleTool {
+			return testmodel.Turn{Response: &abi.GenerateResponse{Message: abi.NewModelTextMessage("noted")}}
+		}
+		text := strings.TrimPrefix(last.Text(), "remember ")
+		var parts []*abi.Part
+		for i := range 3 {
+			parts = append(parts, abi.NewToolRequestPart(&abi.ToolRequest{Name: "scratchpad/note", Ref: fmt.Sprint(i), Input: map[string]any{"text": fmt.Sprintf("%s-%d", text, i)}}))
+		}
+		return testmodel.Turn{Response: &abi.GenerateResponse{Message: abi.NewModelMessage(parts...)}}
+	}))
+	a := agent.DefineAgent[struct{}, Notes](r, "notes",
+		agent.WithGenerateOpts[Notes](agent.WithModelName("test/notes"), agent.WithToolNames("scratchpad/note")))
+	const sessions = 32
+	var wg sync.WaitGroup
+	results := make([]*agent.SessionFlowOutput[Notes], sessions)
+	for i := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := a.StreamBidi(context.Background())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for turn := range 2 {
+				conn.SendText(fmt.Sprintf("remember s%d-t%d", i, turn))
+				for _, err := range conn.Receive() {
+					if err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			conn.Close()
+			out, err := conn.Output()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			results[i] = out
+		}()
+	}
+	wg.Wait()
+	for i, out := range results {
+		if out == nil {
+			continue
+		}
+		notes := out.State.Custom.Scratchpad
+		if len(notes) != 6 {
+			t.Errorf("session %d has %d notes: %v", i, len(notes), notes)
+		}
+		for _, n := range notes {
+			if !strings.HasPrefix(n, fmt.Sprintf("s%d-", i)) {
+				t.Errorf("session %d holds another session's note %q", i, n)
+			}
+		}
+	}
+	if live, _ := p.Instances(); live > 4 {
+		t.Errorf("%d instances, the manifest allows 4", live)
+	}
+}

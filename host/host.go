@@ -1,0 +1,482 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/internal/schema"
+)
+
+// hostModuleName is the import module of the host functions.
+const hostModuleName = abi.HostModule
+
+// SupportedABIVersions lists the plugin ABI versions this host loads.
+var SupportedABIVersions = []int{abi.Version}
+
+var (
+	// ErrPluginFault is wrapped by errors caused by a plugin misbehaving: a trap, a
+	// timeout, memory exhausted, output that is not valid, a missing export. The
+	// instance involved is discarded; the next call gets a fresh one.
+	ErrPluginFault = errors.New("plugin fault")
+	// ErrLoad is wrapped by errors loading a plugin.
+	ErrLoad = errors.New("cannot load plugin")
+)
+
+// CallError is the error of a call into a plugin. It names the plugin and the export;
+// Err is an *abi.Error when the plugin reported the error itself, and wraps
+// ErrPluginFault when the plugin failed.
+type CallError struct {
+	Plugin string
+	Export string
+	Err    error
+}
+
+// Error implements error.
+func (e *CallError) Error() string {
+	return fmt.Sprintf("plugin %s: %s: %v", e.Plugin, e.Export, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *CallError) Unwrap() error { return e.Err }
+
+// Host loads plugins and serves their models, tools and handlers through an agent
+// registry. It is safe for concurrent use.
+type Host struct {
+	reg       *agent.Registry
+	eng       engine
+	cache     wazero.CompilationCache
+	log       *slog.Logger
+	transport http.RoundTripper
+
+	mu      sync.Mutex
+	plugins map[string]*Plugin
+}
+
+// Option configures New.
+type Option func(*hostConfig)
+
+type hostConfig struct {
+	cacheDir  string
+	noCache   bool
+	log       *slog.Logger
+	transport http.RoundTripper
+}
+
+// WithCompilationCache keeps compiled plugins in dir, so a plugin compiled once (by this
+// process or an earlier one) loads in milliseconds. An empty dir turns the cache off.
+// The default is terrarium/wazero under the user's cache directory.
+func WithCompilationCache(dir string) Option {
+	return func(c *hostConfig) { c.cacheDir, c.noCache = dir, dir == "" }
+}
+
+// WithLogger sets the logger for the host and for plugins' log calls (default
+// slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *hostConfig) { c.log = l } }
+
+// WithHTTPTransport sets the transport of plugins' HTTP requests (default
+// http.DefaultTransport).
+func WithHTTPTransport(t http.RoundTripper) Option { return func(c *hostConfig) { c.transport = t } }
+
+// New returns a host that registers the plugins it loads in r.
+func New(r *agent.Registry, opts ...Option) (*Host, error) {
+	var cfg hostConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.log == nil {
+		cfg.log = slog.Default()
+	}
+	if cfg.transport == nil {
+		cfg.transport = http.DefaultTransport
+	}
+	h := &Host{reg: r, log: cfg.log, transport: cfg.transport, plugins: map[string]*Plugin{}}
+	if !cfg.noCache {
+		dir := cfg.cacheDir
+		if dir == "" {
+			base, err := os.UserCacheDir()
+			if err != nil {
+				return nil, fmt.Errorf("host: no user cache directory for the compilation cache (use WithCompilationCache): %w", err)
+			}
+			dir = filepath.Join(base, "terrarium", "wazero")
+		}
+		cache, err := wazero.NewCompilationCacheWithDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("host: compilation cache in %s: %w", dir, err)
+		}
+		h.cache = cache
+	}
+	h.eng = &extismEngine{cache: h.cache}
+	return h, nil
+}
+
+// Close unloads every plugin and closes the compilation cache.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	plugins := make([]*Plugin, 0, len(h.plugins))
+	for _, p := range h.plugins {
+		plugins = append(plugins, p)
+	}
+	h.mu.Unlock()
+	var errs []error
+	for _, p := range plugins {
+		errs = append(errs, p.Unload(ctx))
+	}
+	if h.cache != nil {
+		errs = append(errs, h.cache.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Plugin returns the loaded plugin named name, or nil.
+func (h *Host) Plugin(name string) *Plugin {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.plugins[name]
+}
+
+// Plugin is a loaded plugin: its descriptor, its manifest and its pool of instances.
+type Plugin struct {
+	host     *Host
+	desc     abi.Descriptor
+	manifest Manifest
+	sha256   string
+	size     int
+	module   module
+	pool     *pool
+	client   *http.Client
+	keys     []string // registry keys of its actions
+}
+
+// Name returns the plugin's name, its namespace in the registry.
+func (p *Plugin) Name() string { return p.desc.Name }
+
+// Descriptor returns what the plugin described itself as.
+func (p *Plugin) Descriptor() abi.Descriptor { return p.desc }
+
+// Manifest returns the plugin's grants, defaults filled in.
+func (p *Plugin) Manifest() Manifest { return p.manifest }
+
+// SHA256 returns the hex SHA-256 of the plugin's module.
+func (p *Plugin) SHA256() string { return p.sha256 }
+
+// Size returns the size of the plugin's module in bytes.
+func (p *Plugin) Size() int { return p.size }
+
+// Keys returns the registry keys of the plugin's models, tools and handlers.
+func (p *Plugin) Keys() []string { return slices.Clone(p.keys) }
+
+// Instances reports the plugin's live instances and how many of them are idle.
+func (p *Plugin) Instances() (live, idle int) { return p.pool.size() }
+
+// LoadFile loads a plugin from a .wasm file. See Load.
+func (h *Host) LoadFile(ctx context.Context, path string, m Manifest) (*Plugin, error) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	p, err := h.Load(ctx, wasm, m)
+	if err != nil {
+		return nil, fmt.Errorf("%w (from %s)", err, path)
+	}
+	return p, nil
+}
+
+// Load compiles a plugin, asks it to describe itself, checks the description, and
+// registers its models, tools and handlers as /model/<plugin>/<model>,
+// /tool/<plugin>/<tool> and /handler/<plugin>/<handler>. The manifest grants what
+// the plugin may do.
+func (h *Host) Load(ctx context.Context, wasm []byte, m Manifest) (*Plugin, error) {
+	sum := sha256.Sum256(wasm)
+	p := &Plugin{host: h, sha256: hex.EncodeToString(sum[:]), size: len(wasm)}
+	if m.SHA256 != "" && m.SHA256 != p.sha256 {
+		return nil, fmt.Errorf("host: %w: its SHA-256 is %s, the manifest pins %s", ErrLoad, p.sha256, m.SHA256)
+	}
+	m = m.withDefaults()
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("host: %w: manifest: %w", ErrLoad, err)
+	}
+	for name, s := range m.Secrets {
+		if s.Value == "" && s.Env != "" {
+			s.Value = os.Getenv(s.Env)
+			m.Secrets[name] = s
+		}
+	}
+	p.manifest = m
+	p.client = &http.Client{Transport: h.transport, CheckRedirect: p.checkRedirect}
+
+	mod, err := h.eng.compile(ctx, wasm, moduleConfig{memoryPages: m.MemoryPages, hostFuncs: h.hostFuncs()})
+	if err != nil {
+		return nil, fmt.Errorf("host: %w: compiling: %w", ErrLoad, err)
+	}
+	p.module = mod
+	fail := func(err error) (*Plugin, error) {
+		mod.close(context.Background())
+		return nil, err
+	}
+	inst, err := mod.instantiate(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("host: %w: instantiating: %w", ErrLoad, err))
+	}
+	p.pool = newPool(m.MaxInstances, mod.instantiate)
+	p.pool.warm(inst)
+	if !mod.hasExport(abi.ExportDescribe) {
+		return fail(fmt.Errorf("host: %w: it does not export %s: not a Terrarium plugin", ErrLoad, abi.ExportDescribe))
+	}
+	p.desc.Name = "(loading)"
+	out, err := p.call(ctx, abi.ExportDescribe, nil, &binding{})
+	if err != nil {
+		return fail(fmt.Errorf("host: %w: %w", ErrLoad, err))
+	}
+	if err := json.Unmarshal(out, &p.desc); err != nil {
+		return fail(fmt.Errorf("host: %w: %s returned invalid JSON: %w", ErrLoad, abi.ExportDescribe, err))
+	}
+	if err := ValidateDescriptor(&p.desc); err != nil {
+		return fail(fmt.Errorf("host: %w: %w", ErrLoad, err))
+	}
+	for kind, export := range map[string]string{"models": abi.ExportGenerate, "tools": abi.ExportCallTool, "handlers": abi.ExportHandle} {
+		declared := map[string]bool{"models": len(p.desc.Models) > 0, "tools": len(p.desc.Tools) > 0, "handlers": len(p.desc.Handlers) > 0}[kind]
+		if declared && !mod.hasExport(export) {
+			return fail(fmt.Errorf("host: %w: plugin %s declares %s but does not export %s", ErrLoad, p.desc.Name, kind, export))
+		}
+	}
+
+	h.mu.Lock()
+	if _, dup := h.plugins[p.desc.Name]; dup {
+		h.mu.Unlock()
+		return fail(fmt.Errorf("host: %w: a plugin named %s is already loaded", ErrLoad, p.desc.Name))
+	}
+	h.plugins[p.desc.Name] = p
+	h.mu.Unlock()
+	if err := p.register(); err != nil {
+		p.Unload(context.Background())
+		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	p.warnUngranted()
+	h.log.Info("plugin loaded", "plugin", p.desc.Name, "version", p.desc.Version, "sha256", p.sha256,
+		"models", len(p.desc.Models), "tools", len(p.desc.Tools), "handlers", len(p.desc.Handlers))
+	return p, nil
+}
+
+// register puts the plugin's actions in the registry.
+func (p *Plugin) register() error {
+	var actions []agent.Action
+	for _, md := range p.desc.Models {
+		actions = append(actions, &pluginModel{p: p, local: md.Name, info: modelInfo(md.Info)})
+	}
+	for _, td := range p.desc.Tools {
+		def := *td
+		def.Name = p.desc.Name + "/" + td.Name
+		actions = append(actions, &pluginTool{p: p, local: td.Name, def: &def})
+	}
+	for _, hd := range p.desc.Handlers {
+		actions = append(actions, &pluginHandler{p: p, local: hd.Name, desc: hd})
+	}
+	for _, a := range actions {
+		if err := p.host.reg.Register(a); err != nil {
+			return err
+		}
+		p.keys = append(p.keys, a.Desc().Key)
+	}
+	return nil
+}
+
+// warnUngranted logs the capabilities the plugin asks for that the manifest does not
+// grant: calls needing them will be denied.
+func (p *Plugin) warnUngranted() {
+	c := p.desc.Capabilities
+	var missing []string
+	if !p.manifest.State.Allows(c.State) {
+		missing = append(missing, "state "+string(c.State))
+	}
+	for _, host := range c.HTTP {
+		if !p.manifest.allowsHost(host) {
+			missing = append(missing, "http "+host)
+		}
+	}
+	for _, k := range c.Config {
+		if _, ok := p.manifest.Config[k]; !ok {
+			missing = append(missing, "config "+k)
+		}
+	}
+	for _, s := range c.Secrets {
+		if _, ok := p.manifest.Secrets[s]; !ok {
+			missing = append(missing, "secret "+s)
+		}
+	}
+	if len(missing) > 0 {
+		p.host.log.Warn("plugin asks for capabilities its manifest does not grant; calls needing them will be denied",
+			"plugin", p.desc.Name, "missing", missing)
+	}
+}
+
+// Unload removes the plugin's actions from the registry and closes its instances.
+// Calls in flight finish first.
+func (p *Plugin) Unload(ctx context.Context) error {
+	h := p.host
+	h.mu.Lock()
+	if h.plugins[p.desc.Name] == p {
+		delete(h.plugins, p.desc.Name)
+	}
+	h.mu.Unlock()
+	for _, k := range p.keys {
+		h.reg.Unregister(k)
+	}
+	p.pool.close(ctx)
+	return p.module.close(ctx)
+}
+
+// Call runs an export of the plugin with a raw input, outside any session: what the
+// conformance suite and `terrarium plugin` use. Models, tools and handlers are better
+// reached through the registry.
+func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
+	return p.call(ctx, export, input, &binding{})
+}
+
+// call runs one export on an instance from the pool, within the manifest's timeout.
+func (p *Plugin) call(ctx context.Context, export string, input []byte, b *binding) ([]byte, error) {
+	cerr := func(err error) error { return &CallError{Plugin: p.desc.Name, Export: export, Err: err} }
+	ctx, cancel := context.WithTimeout(ctx, p.manifest.Timeout.Duration)
+	defer cancel()
+	inst, err := p.pool.get(ctx)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, cerr(fmt.Errorf("no instance became free within %v: %w", p.manifest.Timeout.Duration, err))
+		}
+		return nil, cerr(err)
+	}
+	b.plugin = p
+	if b.session != nil && p.manifest.State.Allows(abi.StateWrite) {
+		// A plugin's state_get then state_set spans two host calls; calls of
+		// plugins that may write are serialized per session so those sequences never
+		// interleave (tools run concurrently within a turn).
+		unlock := b.session.LockUpdates()
+		defer unlock()
+	}
+	out, err := inst.call(context.WithValue(ctx, bindingKey{}, b), export, input)
+	b.closeHTTP()
+	var pe *pluginError
+	reported := errors.As(err, &pe)
+	p.pool.put(inst, err != nil && !reported)
+	switch {
+	case reported:
+		return nil, cerr(abi.DecodeError(pe.msg))
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return nil, cerr(fmt.Errorf("%w: timed out after %v", ErrPluginFault, p.manifest.Timeout.Duration))
+	case err != nil && ctx.Err() != nil:
+		return nil, cerr(context.Cause(ctx))
+	case err != nil:
+		return nil, cerr(fmt.Errorf("%w: %w", ErrPluginFault, err))
+	case len(out) > maxOutputBytes:
+		return nil, cerr(fmt.Errorf("%w: output of %d bytes exceeds the limit of %d", ErrPluginFault, len(out), maxOutputBytes))
+	}
+	return out, nil
+}
+
+// decode decodes a plugin's output, reporting invalid output as the plugin's fault.
+func (p *Plugin) decode(export string, out []byte, v any) error {
+	if err := json.Unmarshal(out, v); err != nil {
+		return &CallError{Plugin: p.desc.Name, Export: export, Err: fmt.Errorf("%w: invalid output: %w", ErrPluginFault, err)}
+	}
+	return nil
+}
+
+var (
+	pluginName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	itemName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+)
+
+// ValidateDescriptor checks a plugin's description: a supported ABI version, valid and
+// unique names, valid JSON Schemas, known hook points and state access.
+func ValidateDescriptor(d *abi.Descriptor) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !slices.Contains(SupportedABIVersions, d.ABI) {
+		bad("the plugin speaks ABI version %d; this host supports %v", d.ABI, SupportedABIVersions)
+	}
+	if !pluginName.MatchString(d.Name) {
+		bad("plugin name %q: want [a-z0-9][a-z0-9_-]*, at most 64 bytes", d.Name)
+	}
+	names := func(kind string, list []string) {
+		seen := map[string]bool{}
+		for _, n := range list {
+			if !itemName.MatchString(n) {
+				bad("%s name %q: want [A-Za-z0-9][A-Za-z0-9_.-]*, at most 64 bytes", kind, n)
+			}
+			if seen[n] {
+				bad("%s %q is declared twice", kind, n)
+			}
+			seen[n] = true
+		}
+	}
+	var models, tools, handlers []string
+	for _, m := range d.Models {
+		models = append(models, m.Name)
+		if m.Info != nil && m.Info.ConfigSchema != nil {
+			if _, err := schema.Compile(m.Info.ConfigSchema); err != nil {
+				bad("model %q: config schema: %v", m.Name, err)
+			}
+		}
+	}
+	for _, t := range d.Tools {
+		if t == nil {
+			bad("a tool is null")
+			continue
+		}
+		tools = append(tools, t.Name)
+		for what, s := range map[string]map[string]any{"input": t.InputSchema, "output": t.OutputSchema} {
+			if _, err := schema.Compile(s); err != nil {
+				bad("tool %q: %s schema: %v", t.Name, what, err)
+			}
+		}
+	}
+	for _, h := range d.Handlers {
+		handlers = append(handlers, h.Name)
+		if len(h.Points) == 0 {
+			bad("handler %q runs at no point", h.Name)
+		}
+		for _, pt := range h.Points {
+			if !pt.Valid() {
+				bad("handler %q: unknown point %q (want turnStart, beforeGenerate, afterGenerate or turnEnd)", h.Name, pt)
+			}
+		}
+	}
+	names("model", models)
+	names("tool", tools)
+	names("handler", handlers)
+	switch d.Capabilities.State {
+	case "", abi.StateNone, abi.StateRead, abi.StateWrite:
+	default:
+		bad("capabilities: state %q: want none, read or write", d.Capabilities.State)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid descriptor: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func modelInfo(info *abi.ModelInfo) *abi.ModelInfo {
+	if info == nil {
+		return &abi.ModelInfo{Supports: &abi.ModelSupports{}}
+	}
+	if info.Supports == nil {
+		c := *info
+		c.Supports = &abi.ModelSupports{}
+		return &c
+	}
+	return info
+}

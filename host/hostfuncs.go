@@ -1,0 +1,198 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+)
+
+// binding is what a call is bound to: the plugin, the session (nil outside a session
+// flow), where streamed chunks go, and the HTTP responses the call opened. Host
+// functions find it in their context, so one pool of instances serves every session
+// without one call ever reaching another's session.
+type binding struct {
+	plugin  *Plugin
+	session agent.AnySession
+	// stream receives what the plugin streams: a chunk for models, a status for tools
+	// and handlers. Nil: streaming goes nowhere.
+	stream func(ctx context.Context, data []byte) error
+	http   httpState
+}
+
+type bindingKey struct{}
+
+func ok(payload []byte) []byte { return append([]byte{abi.ResultOK}, payload...) }
+
+func fail(code abi.ErrorCode, format string, args ...any) []byte {
+	b, _ := json.Marshal(abi.Errorf(code, format, args...))
+	return append([]byte{abi.ResultError}, b...)
+}
+
+func failErr(err error) []byte {
+	b, _ := json.Marshal(abi.AsError(err))
+	return append([]byte{abi.ResultError}, b...)
+}
+
+// hostFuncs defines terrarium:host/v1. Each function reads its binding, checks the
+// plugin's grant, and acts on the bound session only.
+func (h *Host) hostFuncs() []hostFunc {
+	return []hostFunc{
+		{abi.FnSessionID, 0, withSession(abi.StateNone, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+			return ok([]byte(b.session.ID()))
+		})},
+		{abi.FnStateGet, 0, withSession(abi.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+			data, err := b.session.CustomJSON()
+			if err != nil {
+				return fail(abi.CodeInternal, "encoding the state: %v", err)
+			}
+			return ok(data)
+		})},
+		{abi.FnStateSet, 1, withSession(abi.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+			data, err := c.read(args[0])
+			if err != nil {
+				return fail(abi.CodeInvalidInput, "reading the state: %v", err)
+			}
+			if err := b.session.SetCustomJSON(data); err != nil {
+				return fail(abi.CodeInvalidInput, "%v", err)
+			}
+			return ok(nil)
+		})},
+		{abi.FnMessagesGet, 0, withSession(abi.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+			data, err := json.Marshal(b.session.Messages())
+			if err != nil {
+				return fail(abi.CodeInternal, "encoding the messages: %v", err)
+			}
+			return ok(data)
+		})},
+		{abi.FnMessagesAppend, 1, withSession(abi.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+			msgs, res := readMessages(c, args[0])
+			if res != nil {
+				return res
+			}
+			b.session.AddMessages(msgs...)
+			return ok(nil)
+		})},
+		{abi.FnMessagesSet, 1, withSession(abi.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+			msgs, res := readMessages(c, args[0])
+			if res != nil {
+				return res
+			}
+			b.session.SetMessages(msgs)
+			return ok(nil)
+		})},
+		{abi.FnArtifactAdd, 1, withSession(abi.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+			data, err := c.read(args[0])
+			if err != nil {
+				return fail(abi.CodeInvalidInput, "reading the artifact: %v", err)
+			}
+			var a agent.Artifact
+			if err := json.Unmarshal(data, &a); err != nil {
+				return fail(abi.CodeInvalidInput, "artifact: %v", err)
+			}
+			b.session.AddArtifact(&a)
+			return ok(nil)
+		})},
+		{abi.FnStream, 1, func(ctx context.Context, c *hostCall, args []uint64) []byte {
+			b := bindingOf(ctx)
+			data, err := c.read(args[0])
+			if err != nil {
+				return fail(abi.CodeInvalidInput, "reading the chunk: %v", err)
+			}
+			if len(data) > maxChunkBytes {
+				return fail(abi.CodeLimitExceeded, "a chunk of %d bytes exceeds the limit of %d", len(data), maxChunkBytes)
+			}
+			if b.stream == nil {
+				return ok(nil)
+			}
+			if err := b.stream(ctx, data); err != nil {
+				return failErr(err)
+			}
+			return ok(nil)
+		}},
+		{abi.FnConfigGet, 1, func(ctx context.Context, c *hostCall, args []uint64) []byte {
+			b := bindingOf(ctx)
+			key, err := c.read(args[0])
+			if err != nil {
+				return fail(abi.CodeInvalidInput, "reading the key: %v", err)
+			}
+			v, granted := b.plugin.manifest.Config[string(key)]
+			if !granted {
+				return fail(abi.CodePermissionDenied, "config key %q is not granted", key)
+			}
+			return ok([]byte(v))
+		}},
+		{abi.FnSecretGet, 1, func(ctx context.Context, c *hostCall, args []uint64) []byte {
+			b := bindingOf(ctx)
+			name, err := c.read(args[0])
+			if err != nil {
+				return fail(abi.CodeInvalidInput, "reading the name: %v", err)
+			}
+			s, granted := b.plugin.manifest.Secrets[string(name)]
+			if !granted || !s.Readable {
+				return fail(abi.CodePermissionDenied, "secret %q is not granted readable (secrets are meant for {{secret:NAME}} in HTTP headers)", name)
+			}
+			return ok([]byte(s.Value))
+		}},
+		{abi.FnHTTPRequest, 2, h.httpRequest},
+		{abi.FnHTTPRead, 2, h.httpRead},
+		{abi.FnHTTPClose, 1, h.httpClose},
+		{abi.FnLog, 2, func(ctx context.Context, c *hostCall, args []uint64) []byte {
+			b := bindingOf(ctx)
+			msg, err := c.read(args[1])
+			if err != nil {
+				return fail(abi.CodeInvalidInput, "reading the message: %v", err)
+			}
+			attrs := []any{"plugin", b.plugin.desc.Name}
+			if b.session != nil {
+				attrs = append(attrs, "session", b.session.ID())
+			}
+			h.log.Log(ctx, slog.Level(int64(args[0])), string(msg), attrs...)
+			return ok(nil)
+		}},
+	}
+}
+
+func bindingOf(ctx context.Context) *binding {
+	b, _ := ctx.Value(bindingKey{}).(*binding)
+	if b == nil {
+		// Only a call through Plugin.call reaches a host function; anything else is a
+		// bug in the host.
+		panic("host: a host function ran outside a plugin call")
+	}
+	return b
+}
+
+// withSession guards a session function: the call must be bound to a session and the
+// manifest must grant the access the function needs.
+func withSession(need abi.StateAccess, fn func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte) func(context.Context, *hostCall, []uint64) []byte {
+	return func(ctx context.Context, c *hostCall, args []uint64) []byte {
+		b := bindingOf(ctx)
+		if !b.plugin.manifest.State.Allows(need) {
+			return fail(abi.CodePermissionDenied, "state access %q is not granted (the manifest grants %q)", need, b.plugin.manifest.State)
+		}
+		if b.session == nil {
+			return fail(abi.CodeNoSession, "the call is not bound to a session")
+		}
+		return fn(ctx, b, c, args)
+	}
+}
+
+func readMessages(c *hostCall, off uint64) ([]*abi.Message, []byte) {
+	data, err := c.read(off)
+	if err != nil {
+		return nil, fail(abi.CodeInvalidInput, "reading the messages: %v", err)
+	}
+	var msgs []*abi.Message
+	if err := json.Unmarshal(data, &msgs); err != nil {
+		return nil, fail(abi.CodeInvalidInput, "messages: %v", err)
+	}
+	for i, m := range msgs {
+		if m == nil {
+			return nil, fail(abi.CodeInvalidInput, "messages[%d] is null", i)
+		}
+	}
+	return msgs, nil
+}

@@ -1,0 +1,176 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/terrarium-ai/terrarium/abi"
+)
+
+// httpState holds the responses a call opened; they are closed when the call ends.
+type httpState struct {
+	open map[int64]*openResponse
+	next int64
+}
+
+type openResponse struct {
+	body io.ReadCloser
+	read int64
+}
+
+// closeHTTP closes the responses the call left open.
+func (b *binding) closeHTTP() {
+	for h, r := range b.http.open {
+		r.body.Close()
+		delete(b.http.open, h)
+	}
+}
+
+var secretRef = regexp.MustCompile(`\{\{secret:([A-Za-z0-9_.-]+)\}\}`)
+
+// errRedirectDenied marks a redirect to a host the plugin may not call.
+var errRedirectDenied = errors.New("redirect to a host that is not granted")
+
+// checkRedirect checks every hop of a redirect chain against the grants.
+func (p *Plugin) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if !p.manifest.allowsHost(req.URL.Hostname()) {
+		return fmt.Errorf("%w: %s", errRedirectDenied, req.URL.Host)
+	}
+	return nil
+}
+
+// httpRequest implements http_request(request, body): it sends the request through the
+// host and returns the response head; the body is read with http_read.
+func (h *Host) httpRequest(ctx context.Context, c *hostCall, args []uint64) []byte {
+	b := bindingOf(ctx)
+	m := b.plugin.manifest
+	raw, err := c.read(args[0])
+	if err != nil {
+		return fail(abi.CodeInvalidInput, "reading the request: %v", err)
+	}
+	var r abi.HTTPRequest
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fail(abi.CodeInvalidInput, "request: %v", err)
+	}
+	u, err := url.Parse(r.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fail(abi.CodeInvalidInput, "url %q: want an absolute http or https URL", r.URL)
+	}
+	if !m.allowsHost(u.Hostname()) {
+		return fail(abi.CodePermissionDenied, "host %q is not granted", u.Hostname())
+	}
+	if len(b.http.open) >= maxOpenHTTP {
+		return fail(abi.CodeLimitExceeded, "%d responses are open; close one first", maxOpenHTTP)
+	}
+	var body io.Reader
+	if args[1] != 0 {
+		data, err := c.read(args[1])
+		if err != nil {
+			return fail(abi.CodeInvalidInput, "reading the body: %v", err)
+		}
+		body = bytes.NewReader(data)
+	}
+	method := strings.ToUpper(r.Method)
+	if method == "" {
+		method = http.MethodGet
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return fail(abi.CodeInvalidInput, "request: %v", err)
+	}
+	for k, v := range r.Headers {
+		var missing string
+		v = secretRef.ReplaceAllStringFunc(v, func(ref string) string {
+			name := secretRef.FindStringSubmatch(ref)[1]
+			s, granted := m.Secrets[name]
+			if !granted {
+				missing = name
+				return ""
+			}
+			return s.Value
+		})
+		if missing != "" {
+			return fail(abi.CodePermissionDenied, "secret %q is not granted", missing)
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := b.plugin.client.Do(req)
+	if err != nil {
+		if errors.Is(err, errRedirectDenied) {
+			return fail(abi.CodePermissionDenied, "%v", errors.Unwrap(err))
+		}
+		if ctx.Err() != nil {
+			return fail(abi.CodeLimitExceeded, "the call's time ran out during the request to %s", u.Host)
+		}
+		// The error may quote the URL; it never holds the headers, so no secret leaks.
+		return fail(abi.CodeUnavailable, "%v", err)
+	}
+	if b.http.open == nil {
+		b.http.open = map[int64]*openResponse{}
+	}
+	b.http.next++
+	b.http.open[b.http.next] = &openResponse{body: resp.Body}
+	head := abi.HTTPResponse{Handle: b.http.next, Status: resp.StatusCode, Headers: map[string]string{}}
+	for k, v := range resp.Header {
+		head.Headers[strings.ToLower(k)] = strings.Join(v, ", ")
+	}
+	out, _ := json.Marshal(head)
+	return ok(out)
+}
+
+// httpRead implements http_read(handle, max): the next bytes of a response body, at
+// least one unless the body has ended.
+func (h *Host) httpRead(ctx context.Context, c *hostCall, args []uint64) []byte {
+	b := bindingOf(ctx)
+	r := b.http.open[int64(args[0])]
+	if r == nil {
+		return fail(abi.CodeNotFound, "no open response with handle %d", int64(args[0]))
+	}
+	n := int64(args[1])
+	if n <= 0 || n > maxChunkBytes {
+		n = maxChunkBytes
+	}
+	buf := make([]byte, n)
+	for {
+		k, err := r.body.Read(buf)
+		r.read += int64(k)
+		if r.read > b.plugin.manifest.MaxResponseBytes {
+			return fail(abi.CodeLimitExceeded, "the response body exceeds %d bytes", b.plugin.manifest.MaxResponseBytes)
+		}
+		if k > 0 {
+			return ok(buf[:k])
+		}
+		if errors.Is(err, io.EOF) {
+			return ok(nil)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return fail(abi.CodeLimitExceeded, "the call's time ran out while reading the response")
+			}
+			return fail(abi.CodeUnavailable, "reading the response: %v", err)
+		}
+	}
+}
+
+// httpClose implements http_close(handle).
+func (h *Host) httpClose(ctx context.Context, c *hostCall, args []uint64) []byte {
+	b := bindingOf(ctx)
+	r := b.http.open[int64(args[0])]
+	if r == nil {
+		return fail(abi.CodeNotFound, "no open response with handle %d", int64(args[0]))
+	}
+	r.body.Close()
+	delete(b.http.open, int64(args[0]))
+	return ok(nil)
+}

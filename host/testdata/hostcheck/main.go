@@ -1,0 +1,130 @@
+// Command hostcheck is a test plugin: one tool per host function, each returning what
+// the host answered (the payload, or the error) so the host's tests can check grants.
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/sdk"
+)
+
+// Result is what every tool returns.
+type Result struct {
+	OK    any        `json:"ok,omitempty"`
+	Error *abi.Error `json:"error,omitempty"`
+}
+
+func result(v any, err error) (Result, error) {
+	var e *abi.Error
+	if errors.As(err, &e) {
+		return Result{Error: e}, nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{OK: v}, nil
+}
+
+// Empty is the input of tools that take none.
+type Empty struct{}
+
+// Text is a one-string input.
+type Text struct {
+	Text string `json:"text"`
+}
+
+// Any carries any JSON value.
+type Any struct {
+	Value any `json:"value"`
+}
+
+// Messages carries messages.
+type Messages struct {
+	Messages []*abi.Message `json:"messages"`
+}
+
+// Fetch is the input of the http tool.
+type Fetch struct {
+	URL     string            `json:"url"`
+	Method  string            `json:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+	// Piece is the size of each read; the tool reports how many reads it took.
+	Piece int `json:"piece,omitempty"`
+}
+
+// Fetched is what the http tool saw.
+type Fetched struct {
+	Status  int               `json:"status"`
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`
+	Reads   int               `json:"reads"`
+}
+
+func main() {
+	sdk.Plugin(sdk.Info{Name: "hostcheck", Version: "0.0.1", Description: "Calls each host function for the host's tests.",
+		Capabilities: abi.Capabilities{State: abi.StateWrite, HTTP: []string{"127.0.0.1"}, Config: []string{"greeting"}, Secrets: []string{"TOKEN"}}})
+	sdk.Tool("session_id", "session_id", func(ctx context.Context, _ Empty) (Result, error) { return result(sdk.SessionID()) })
+	sdk.Tool("state_get", "state_get", func(ctx context.Context, _ Empty) (Result, error) { return result(sdk.State[any]()) })
+	sdk.Tool("state_set", "state_set", func(ctx context.Context, in Any) (Result, error) { return result(nil, sdk.SetState(in.Value)) })
+	sdk.Tool("messages_get", "messages_get", func(ctx context.Context, _ Empty) (Result, error) { return result(sdk.Messages()) })
+	sdk.Tool("messages_append", "messages_append", func(ctx context.Context, in Messages) (Result, error) {
+		return result(nil, sdk.AppendMessages(in.Messages...))
+	})
+	sdk.Tool("messages_set", "messages_set", func(ctx context.Context, in Messages) (Result, error) {
+		return result(nil, sdk.SetMessages(in.Messages))
+	})
+	sdk.Tool("artifact_add", "artifact_add", func(ctx context.Context, in Text) (Result, error) {
+		return result(nil, sdk.AddArtifact("note", []*abi.Part{abi.NewTextPart(in.Text)}, nil))
+	})
+	sdk.Tool("status", "stream a status", func(ctx context.Context, in Any) (Result, error) { return result(nil, sdk.Status(in.Value)) })
+	sdk.Tool("config", "config_get", func(ctx context.Context, in Text) (Result, error) { return result(sdk.Config(in.Text)) })
+	sdk.Tool("secret", "secret_get", func(ctx context.Context, in Text) (Result, error) { return result(sdk.Secret(in.Text)) })
+	sdk.Tool("log", "log", func(ctx context.Context, in Text) (Result, error) {
+		sdk.Log(abi.LogWarn, in.Text)
+		return result("logged", nil)
+	})
+	sdk.Tool("http", "http_request, http_read, http_close", func(ctx context.Context, in Fetch) (Result, error) {
+		var body []byte
+		if in.Body != "" {
+			body = []byte(in.Body)
+		}
+		resp, err := sdk.HTTP(&sdk.HTTPRequest{Method: in.Method, URL: in.URL, Headers: in.Headers}, body)
+		if err != nil {
+			return result(nil, err)
+		}
+		defer resp.Body.Close()
+		piece := in.Piece
+		if piece <= 0 {
+			piece = 32 << 10
+		}
+		var sb strings.Builder
+		buf := make([]byte, piece)
+		reads := 0
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				reads++
+				sb.Write(buf[:n])
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return result(nil, err)
+			}
+		}
+		return result(Fetched{Status: resp.Status, Headers: resp.Header, Body: sb.String(), Reads: reads}, nil)
+	})
+	sdk.Tool("http_leak", "opens responses without closing them", func(ctx context.Context, in Fetch) (Result, error) {
+		for i := 0; ; i++ {
+			if _, err := sdk.HTTP(&sdk.HTTPRequest{URL: in.URL}, nil); err != nil {
+				return result(i, err)
+			}
+		}
+	})
+}
