@@ -1,0 +1,144 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+)
+
+// jsInteropSummary is the line of JSON testdata/jsinterop/interop.mjs prints on success.
+type jsInteropSummary struct {
+	OK      bool   `json:"ok"`
+	Extism  string `json:"extism"`
+	Node    string `json:"node"`
+	Plugins map[string]struct {
+		ABI    int      `json:"abi"`
+		Tools  []string `json:"tools"`
+		Models []string `json:"models"`
+	} `json:"plugins"`
+	Calc      float64           `json:"calc"`
+	Errors    map[string]string `json:"errors"`
+	Notes     []string          `json:"notes"`
+	State     map[string]any    `json:"state"`
+	Chunks    []string          `json:"chunks"`
+	Text      string            `json:"text"`
+	HostCalls map[string]int    `json:"hostCalls"`
+	MS        int               `json:"ms"`
+}
+
+// TestExtismJSSDKRunsOurPlugins runs plugins built with the Go SDK under a host nobody
+// here wrote: the Extism JavaScript SDK on Node, with terrarium:host/v1 implemented in
+// JavaScript from ABI.md (testdata/jsinterop/interop.mjs). It skips only when node or
+// npm is missing; a registry that cannot be reached fails it.
+func TestExtismJSSDKRunsOurPlugins(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH")
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm is not on PATH")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+
+	var wasmPaths []string
+	for _, p := range []string{"calculator", "scratchpad", "offline"} {
+		wasmPaths = append(wasmPaths, pluginbuild.ForTest(t, filepath.Join("..", "plugins", p)))
+	}
+
+	// A fresh copy of the script and its lock file, so that node_modules never lands in
+	// the repository tree.
+	dir := t.TempDir()
+	for _, name := range []string{"package.json", "package-lock.json", "interop.mjs"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "jsinterop", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(name string, args ...string) (stdout, stderr []byte, err error) {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "NO_UPDATE_NOTIFIER=1", "npm_config_update_notifier=false")
+		cmd.WaitDelay = 10 * time.Second
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err = cmd.Run()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return o.Bytes(), e.Bytes(), err
+	}
+
+	start := time.Now()
+	if out, errOut, err := run(npm, "ci", "--no-audit", "--no-fund"); err != nil {
+		t.Fatalf("npm ci: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	t.Logf("npm ci: %v", time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	out, errOut, err := run(node, append([]string{"interop.mjs"}, wasmPaths...)...)
+	if err != nil {
+		t.Fatalf("node interop.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	t.Logf("node interop.mjs: %v", time.Since(start).Round(time.Millisecond))
+
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := lines[len(lines)-1]
+	var s jsInteropSummary
+	if err := json.Unmarshal([]byte(last), &s); err != nil {
+		t.Fatalf("the summary line %q is not JSON: %v\nstderr:\n%s", last, err, errOut)
+	}
+	t.Logf("summary: %s", last)
+
+	// The script checks everything itself; these checks make sure it checked what this
+	// test is about.
+	var pkg struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "package.json")); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &pkg); err != nil {
+		t.Fatalf("package.json: %v", err)
+	}
+	if !s.OK {
+		t.Errorf("summary: ok is false")
+	}
+	if want := pkg.Dependencies["@extism/extism"]; s.Extism != want {
+		t.Errorf("ran @extism/extism %q, want exactly the version package.json pins, %q", s.Extism, want)
+	}
+	for _, name := range []string{"calculator", "scratchpad", "offline"} {
+		if p, ok := s.Plugins[name]; !ok || p.ABI != 1 {
+			t.Errorf("plugin %s: %+v (present %v), want ABI 1", name, p, ok)
+		}
+	}
+	if s.Calc != 9 {
+		t.Errorf("calc (1+2)*3 = %v, want 9", s.Calc)
+	}
+	if s.Errors["badExpression"] != "invalid_input" {
+		t.Errorf("an invalid expression gave %q, want invalid_input", s.Errors["badExpression"])
+	}
+	if got, want := strings.Join(s.Notes, "|"), "first note|second note"; got != want {
+		t.Errorf("notes %q, want %q", got, want)
+	}
+	if s.State["owner"] != "js" || s.State["scratchpad"] == nil {
+		t.Errorf("the JS session's state is %v, want the owner key kept and the notes added", s.State)
+	}
+	if s.HostCalls["state_get"] == 0 || s.HostCalls["state_set"] == 0 || s.HostCalls["stream"] == 0 {
+		t.Errorf("host function calls %v, want state_get, state_set and stream called", s.HostCalls)
+	}
+	if s.Text != "echo: hello from js" || strings.Join(s.Chunks, "") != s.Text || len(s.Chunks) < 2 {
+		t.Errorf("generated %q from chunks %q, want \"echo: hello from js\" streamed in several chunks", s.Text, s.Chunks)
+	}
+}
