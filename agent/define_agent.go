@@ -239,7 +239,11 @@ func (a *agentLoop[Stream, State]) turn(ctx context.Context, resp *Responder[Str
 	if d, err := a.handle(ctx, hin, abi.HookTurnEnd); err != nil || d != nil {
 		return a.follow(resp, sess, d, err)
 	}
-	return false, resp.EndTurn()
+	reason := res.FinishReason
+	if reason == "" {
+		reason = abi.FinishStop
+	}
+	return false, resp.endTurnWith(reason)
 }
 
 // handle runs the handlers at a point; it returns a directive only when it is not

@@ -61,6 +61,9 @@ func agentTurn[S, St any](t *testing.T, conn *agent.SessionFlowConnection[S, St]
 			turnErr = err
 			continue
 		}
+		if c.EndTurn && len(pending) > 0 && c.FinishReason != abi.FinishInterrupted {
+			t.Errorf("an interrupted turn ended with finish reason %q", c.FinishReason)
+		}
 		if c.Chunk != nil {
 			text += c.Chunk.Text()
 			for _, p := range c.Chunk.Content {

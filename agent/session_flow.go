@@ -320,7 +320,10 @@ func (r *Responder[Stream]) reject(err error) error {
 // EndTurn ends the answer to the current input: it takes a snapshot if the callback
 // says so (streamed as SnapshotCreated), then streams EndTurn, and the client's
 // Receive loop ends.
-func (r *Responder[Stream]) EndTurn() error {
+func (r *Responder[Stream]) EndTurn() error { return r.endTurnWith("") }
+
+// endTurnWith ends the turn, reporting why on the EndTurn chunk.
+func (r *Responder[Stream]) endTurnWith(reason abi.FinishReason) error {
 	id, err := r.endTurn(r.ctx)
 	if err != nil {
 		return err
@@ -330,7 +333,7 @@ func (r *Responder[Stream]) EndTurn() error {
 			return err
 		}
 	}
-	if err := r.out.send(&SessionFlowStreamChunk[Stream]{EndTurn: true}); err != nil {
+	if err := r.out.send(&SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: reason}); err != nil {
 		return err
 	}
 	return r.out.endTurn()

@@ -101,6 +101,9 @@ type SessionFlowStreamChunk[Stream any] struct {
 	// EndTurn marks the end of the flow's answer to the last input: the client may
 	// send the next one.
 	EndTurn bool `json:"endTurn,omitempty"`
+	// FinishReason, on the EndTurn chunk of a DefineAgent turn, says why the turn
+	// ended: "stop", or "interrupted" when tool requests wait for an answer.
+	FinishReason abi.FinishReason `json:"finishReason,omitempty"`
 }
 
 // TurnError is a refused turn, as streamed to the client.
