@@ -398,6 +398,9 @@ func (p *Plugin) decode(export string, out []byte, v any) error {
 var (
 	pluginName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 	itemName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	// Model names follow the providers' (OpenRouter's "vendor/model", Ollama's
+	// "llama3:8b").
+	modelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$`)
 )
 
 // ValidateDescriptor checks a plugin's description: a supported ABI version, valid and
@@ -414,7 +417,10 @@ func ValidateDescriptor(d *abi.Descriptor) error {
 	names := func(kind string, list []string) {
 		seen := map[string]bool{}
 		for _, n := range list {
-			if !itemName.MatchString(n) {
+			if kind == "model" && !modelName.MatchString(n) {
+				bad("model name %q: want [A-Za-z0-9][A-Za-z0-9_.:/-]*, at most 128 bytes", n)
+			}
+			if kind != "model" && !itemName.MatchString(n) {
 				bad("%s name %q: want [A-Za-z0-9][A-Za-z0-9_.-]*, at most 64 bytes", kind, n)
 			}
 			if seen[n] {

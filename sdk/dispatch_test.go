@@ -148,8 +148,8 @@ func TestRegistrationErrors(t *testing.T) {
 		}, "nil function"},
 		{"bad model name", func(r *registry) {
 			r.setInfo(Info{Name: "p"})
-			r.addModel("a/b", nil, func(context.Context, *abi.GenerateRequest) (*abi.GenerateResponse, error) { return nil, nil })
-		}, `invalid model name "a/b"`},
+			r.addModel("a b", nil, func(context.Context, *abi.GenerateRequest) (*abi.GenerateResponse, error) { return nil, nil })
+		}, `invalid model name "a b"`},
 		{"handler without points", func(r *registry) {
 			r.setInfo(Info{Name: "p"})
 			r.addHandler("h", "", func(context.Context, *abi.HandlerInput) (*abi.Directive, error) { return nil, nil }, nil)

@@ -310,17 +310,26 @@ func validPluginName(name string) error {
 }
 
 // validMemberName checks a model, tool or handler name against ABI.md:
-// [A-Za-z0-9][A-Za-z0-9_.-]*.
+// [A-Za-z0-9][A-Za-z0-9_.-]*, at most 64 bytes; model names may also hold '/' and ':'
+// (providers' names) and run to 128 bytes.
 func validMemberName(kind, name string) error {
 	if name == "" {
 		return fmt.Errorf("%s name is empty", kind)
 	}
+	limit := 64
+	if kind == "model" {
+		limit = 128
+	}
+	if len(name) > limit {
+		return fmt.Errorf("%s name %q is longer than %d bytes", kind, name, limit)
+	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			i > 0 && (c == '_' || c == '.' || c == '-')
+			i > 0 && (c == '_' || c == '.' || c == '-') ||
+			i > 0 && kind == "model" && (c == '/' || c == ':')
 		if !ok {
-			return fmt.Errorf("invalid %s name %q (want letters, digits, '_', '.' and '-', starting with a letter or digit)", kind, name)
+			return fmt.Errorf("invalid %s name %q (want letters, digits, '_', '.' and '-'%s, starting with a letter or digit)", kind, name, map[bool]string{true: ", '/' and ':'"}[kind == "model"])
 		}
 	}
 	return nil
