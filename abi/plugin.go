@@ -203,6 +203,9 @@ type Capabilities struct {
 type GenerateInput struct {
 	Model   string           `json:"model"`
 	Request *GenerateRequest `json:"request"`
+	// Stream says the caller listens for chunks: the model should stream them with the
+	// stream host function as they arrive. Without it, chunks go nowhere.
+	Stream bool `json:"stream,omitempty"`
 }
 
 // ToolInput is the input of terrarium_call_tool.

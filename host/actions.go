@@ -24,7 +24,7 @@ func (m *pluginModel) Info() *abi.ModelInfo   { return m.info }
 func (m *pluginModel) Desc() agent.ActionDesc { return agent.ModelDesc(m.Name(), m.info) }
 
 func (m *pluginModel) Generate(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
-	in, err := json.Marshal(abi.GenerateInput{Model: m.local, Request: req})
+	in, err := json.Marshal(abi.GenerateInput{Model: m.local, Request: req, Stream: cb != nil})
 	if err != nil {
 		return nil, fmt.Errorf("host: encoding the request for %s: %w", m.Name(), err)
 	}

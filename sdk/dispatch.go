@@ -160,9 +160,10 @@ func (r *registry) generate(input []byte) (any, error) {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input has no request", abi.ExportGenerate)
 	}
 	var resp *abi.GenerateResponse
+	ctx := context.WithValue(context.Background(), streamingKey{}, in.Stream)
 	err := protect(fmt.Sprintf("model %q", in.Model), func() error {
 		var err error
-		resp, err = m.fn(context.Background(), in.Request)
+		resp, err = m.fn(ctx, in.Request)
 		return err
 	})
 	if err != nil {
@@ -217,6 +218,15 @@ func protect(what string, f func() error) (err error) {
 		}
 	}()
 	return f()
+}
+
+type streamingKey struct{}
+
+// Streaming reports whether the caller of a model listens for chunks (StreamChunk).
+// A model calling a remote API asks it to stream only then.
+func Streaming(ctx context.Context) bool {
+	on, _ := ctx.Value(streamingKey{}).(bool)
+	return on
 }
 
 type resumedKey struct{}
