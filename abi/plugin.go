@@ -197,6 +197,10 @@ type Capabilities struct {
 	Config []string `json:"config,omitempty"`
 	// Secrets lists the secrets the plugin needs injected into its HTTP headers.
 	Secrets []string `json:"secrets,omitempty"`
+	// StateSchema is the JSON Schema the session's custom state must satisfy for the
+	// plugin: the parts it reads and writes (other parts are the app's and should be
+	// allowed). The conformance suite checks the state against it after each call.
+	StateSchema map[string]any `json:"stateSchema,omitempty"`
 }
 
 // GenerateInput is the input of terrarium_generate.

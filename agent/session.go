@@ -38,6 +38,17 @@ func newSession[State any](id string, st SessionState[State]) *Session[State] {
 	return &Session[State]{id: id, state: st}
 }
 
+// NewSession returns a session outside any session flow, holding state (which may be
+// nil): for running tools, handlers and plugins against a session in tests and
+// tooling. Session flows make their own.
+func NewSession[State any](id string, state *SessionState[State]) *Session[State] {
+	var st SessionState[State]
+	if state != nil {
+		st = *state
+	}
+	return newSession(id, st)
+}
+
 // ID returns the session's identifier.
 func (s *Session[State]) ID() string { return s.id }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -201,8 +202,41 @@ func (h *Host) LoadFile(ctx context.Context, path string, m Manifest) (*Plugin, 
 // /tool/<plugin>/<tool> and /handler/<plugin>/<handler>. The manifest grants what
 // the plugin may do.
 func (h *Host) Load(ctx context.Context, wasm []byte, m Manifest) (*Plugin, error) {
-	sum := sha256.Sum256(wasm)
-	p := &Plugin{host: h, sha256: hex.EncodeToString(sum[:]), size: len(wasm)}
+	p, err := h.prepare(ctx, wasm, m)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Plugin, error) {
+		p.close(context.Background())
+		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	if err := ValidateDescriptor(&p.desc); err != nil {
+		return fail(err)
+	}
+	if err := p.checkExports(); err != nil {
+		return fail(err)
+	}
+	h.mu.Lock()
+	if _, dup := h.plugins[p.desc.Name]; dup {
+		h.mu.Unlock()
+		return fail(fmt.Errorf("a plugin named %s is already loaded", p.desc.Name))
+	}
+	h.plugins[p.desc.Name] = p
+	h.mu.Unlock()
+	if err := p.register(); err != nil {
+		p.Unload(context.Background())
+		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	p.warnUngranted()
+	h.log.Info("plugin loaded", "plugin", p.desc.Name, "version", p.desc.Version, "sha256", p.sha256,
+		"models", len(p.desc.Models), "tools", len(p.desc.Tools), "handlers", len(p.desc.Handlers))
+	return p, nil
+}
+
+// prepare compiles a plugin and asks it to describe itself, checking nothing of what
+// it says: Load checks, Inspect reports.
+func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, error) {
+	p := &Plugin{host: h, sha256: sha256Hex(wasm), size: len(wasm)}
 	if m.SHA256 != "" && m.SHA256 != p.sha256 {
 		return nil, fmt.Errorf("host: %w: its SHA-256 is %s, the manifest pins %s", ErrLoad, p.sha256, m.SHA256)
 	}
@@ -210,6 +244,7 @@ func (h *Host) Load(ctx context.Context, wasm []byte, m Manifest) (*Plugin, erro
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("host: %w: manifest: %w", ErrLoad, err)
 	}
+	m.Secrets = maps.Clone(m.Secrets)
 	for name, s := range m.Secrets {
 		if s.Value == "" && s.Env != "" {
 			s.Value = os.Getenv(s.Env)
@@ -225,51 +260,55 @@ func (h *Host) Load(ctx context.Context, wasm []byte, m Manifest) (*Plugin, erro
 	}
 	p.module = mod
 	fail := func(err error) (*Plugin, error) {
-		mod.close(context.Background())
-		return nil, err
+		p.close(context.Background())
+		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
 	inst, err := mod.instantiate(ctx)
 	if err != nil {
-		return fail(fmt.Errorf("host: %w: instantiating: %w", ErrLoad, err))
+		return fail(fmt.Errorf("instantiating: %w", err))
 	}
 	p.pool = newPool(m.MaxInstances, mod.instantiate)
 	p.pool.warm(inst)
 	if !mod.hasExport(abi.ExportDescribe) {
-		return fail(fmt.Errorf("host: %w: it does not export %s: not a Terrarium plugin", ErrLoad, abi.ExportDescribe))
+		return fail(fmt.Errorf("it does not export %s: not a Terrarium plugin", abi.ExportDescribe))
 	}
 	p.desc.Name = "(loading)"
 	out, err := p.call(ctx, abi.ExportDescribe, nil, &binding{})
 	if err != nil {
-		return fail(fmt.Errorf("host: %w: %w", ErrLoad, err))
+		return fail(err)
 	}
-	if err := json.Unmarshal(out, &p.desc); err != nil {
-		return fail(fmt.Errorf("host: %w: %s returned invalid JSON: %w", ErrLoad, abi.ExportDescribe, err))
+	var desc abi.Descriptor
+	if err := json.Unmarshal(out, &desc); err != nil {
+		return fail(fmt.Errorf("%s returned invalid JSON: %w", abi.ExportDescribe, err))
 	}
-	if err := ValidateDescriptor(&p.desc); err != nil {
-		return fail(fmt.Errorf("host: %w: %w", ErrLoad, err))
-	}
-	for kind, export := range map[string]string{"models": abi.ExportGenerate, "tools": abi.ExportCallTool, "handlers": abi.ExportHandle} {
-		declared := map[string]bool{"models": len(p.desc.Models) > 0, "tools": len(p.desc.Tools) > 0, "handlers": len(p.desc.Handlers) > 0}[kind]
-		if declared && !mod.hasExport(export) {
-			return fail(fmt.Errorf("host: %w: plugin %s declares %s but does not export %s", ErrLoad, p.desc.Name, kind, export))
+	p.desc = desc
+	return p, nil
+}
+
+// checkExports makes sure the exports the descriptor's kinds need are there.
+func (p *Plugin) checkExports() error {
+	for _, k := range []struct {
+		kind     string
+		declared bool
+		export   string
+	}{
+		{"models", len(p.desc.Models) > 0, abi.ExportGenerate},
+		{"tools", len(p.desc.Tools) > 0, abi.ExportCallTool},
+		{"handlers", len(p.desc.Handlers) > 0, abi.ExportHandle},
+	} {
+		if k.declared && !p.module.hasExport(k.export) {
+			return fmt.Errorf("plugin %s declares %s but does not export %s", p.desc.Name, k.kind, k.export)
 		}
 	}
+	return nil
+}
 
-	h.mu.Lock()
-	if _, dup := h.plugins[p.desc.Name]; dup {
-		h.mu.Unlock()
-		return fail(fmt.Errorf("host: %w: a plugin named %s is already loaded", ErrLoad, p.desc.Name))
+// close releases a plugin that is not (or no longer) registered.
+func (p *Plugin) close(ctx context.Context) error {
+	if p.pool != nil {
+		p.pool.close(ctx)
 	}
-	h.plugins[p.desc.Name] = p
-	h.mu.Unlock()
-	if err := p.register(); err != nil {
-		p.Unload(context.Background())
-		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
-	}
-	p.warnUngranted()
-	h.log.Info("plugin loaded", "plugin", p.desc.Name, "version", p.desc.Version, "sha256", p.sha256,
-		"models", len(p.desc.Models), "tools", len(p.desc.Tools), "handlers", len(p.desc.Handlers))
-	return p, nil
+	return p.module.close(ctx)
 }
 
 // register puts the plugin's actions in the registry.
@@ -336,15 +375,14 @@ func (p *Plugin) Unload(ctx context.Context) error {
 	for _, k := range p.keys {
 		h.reg.Unregister(k)
 	}
-	p.pool.close(ctx)
-	return p.module.close(ctx)
+	return p.close(ctx)
 }
 
-// Call runs an export of the plugin with a raw input, outside any session: what the
-// conformance suite and `terrarium plugin` use. Models, tools and handlers are better
-// reached through the registry.
+// Call runs an export of the plugin with a raw input, bound to the session in ctx if
+// any: what the conformance suite uses to send inputs the registry's adapters never
+// would. Models, tools and handlers are better reached through the registry.
 func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
-	return p.call(ctx, export, input, &binding{})
+	return p.call(ctx, export, input, &binding{session: agent.AnySessionFromContext(ctx)})
 }
 
 // call runs one export on an instance from the pool, within the manifest's timeout.
@@ -485,4 +523,9 @@ func modelInfo(info *abi.ModelInfo) *abi.ModelInfo {
 		return &c
 	}
 	return info
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

@@ -178,8 +178,6 @@ func TestCallTool(t *testing.T) {
 		want  string // output JSON
 	}{
 		{"struct in and out", abi.ToolInput{Tool: "add", Input: map[string]any{"a": 2, "b": 3}}, `{"output":{"sum":5}}`},
-		{"missing input is the zero value", `{"tool":"add"}`, `{"output":{"sum":0}}`},
-		{"unknown fields are ignored", `{"tool":"add","input":{"a":1,"zzz":true}}`, `{"output":{"sum":1}}`},
 		{"integers keep their precision", `{"tool":"big","input":9007199254740993}`, `{"output":9007199254740993}`},
 		{"a nil output is null", abi.ToolInput{Tool: "nothing", Input: map[string]any{}}, `{"output":null}`},
 		{"interrupt", abi.ToolInput{Tool: "approve", Input: map[string]any{}}, `{"interrupt":{"ask":"Send 10 EUR?"}}`},
@@ -194,6 +192,18 @@ func TestCallTool(t *testing.T) {
 		}
 		if string(out) != tc.want {
 			t.Errorf("%s: output = %s, want %s", tc.name, out, tc.want)
+		}
+	}
+	// The SDK checks inputs against the tool's schema itself, for hosts that do not.
+	for _, tc := range []struct{ name, input, want string }{
+		{"missing input", `{"tool":"add"}`, `missing property "a"`},
+		{"unknown property", `{"tool":"add","input":{"a":1,"b":2,"zzz":true}}`, `unknown property "zzz"`},
+		{"wrong type", `{"tool":"add","input":{"a":"one","b":2}}`, `/a: want integer, got string`},
+		{"not an object", `{"tool":"add","input":[1,2]}`, `want object, got array`},
+	} {
+		_, aerr := dispatchJSON(t, r, abi.ExportCallTool, tc.input)
+		if aerr == nil || aerr.Code != abi.CodeInvalidInput || !strings.Contains(aerr.Message, tc.want) {
+			t.Errorf("%s: err = %v, want invalid_input mentioning %q", tc.name, aerr, tc.want)
 		}
 	}
 }

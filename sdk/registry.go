@@ -144,10 +144,14 @@ func addTool[In, Out any](r *registry, name, description string, fn func(context
 	}
 	call := func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var in In
-		if len(raw) > 0 {
-			if err := json.Unmarshal(raw, &in); err != nil {
-				return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
-			}
+		if len(raw) == 0 || string(raw) == "null" {
+			raw = json.RawMessage("{}") // hosts may omit the input of a tool taking none
+		}
+		if err := validate(def.InputSchema, raw); err != nil {
+			return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
+		}
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
 		}
 		return fn(ctx, in)
 	}

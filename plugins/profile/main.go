@@ -35,10 +35,22 @@ var (
 
 func main() {
 	sdk.Plugin(sdk.Info{
-		Name:         "profile",
-		Version:      "1.0.0",
-		Description:  "Remembers the user's name, city and likes from what they say.",
-		Capabilities: abi.Capabilities{State: abi.StateWrite},
+		Name:        "profile",
+		Version:     "1.0.0",
+		Description: "Remembers the user's name, city and likes from what they say.",
+		Capabilities: abi.Capabilities{State: abi.StateWrite, StateSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"profile": map[string]any{
+					"type": "object",
+					"properties": map[string]any{
+						"name":  map[string]any{"type": "string"},
+						"city":  map[string]any{"type": "string"},
+						"likes": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+					},
+				},
+			},
+		}},
 	})
 	sdk.Handler("extract", "Extracts the user's name, city and likes into the state's profile.", extract, abi.HookTurnStart)
 }

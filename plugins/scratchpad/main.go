@@ -37,10 +37,15 @@ type NotesOutput struct {
 
 func main() {
 	sdk.Plugin(sdk.Info{
-		Name:         "scratchpad",
-		Version:      "1.0.0",
-		Description:  "Keeps notes in the session's state.",
-		Capabilities: abi.Capabilities{State: abi.StateWrite},
+		Name:        "scratchpad",
+		Version:     "1.0.0",
+		Description: "Keeps notes in the session's state.",
+		Capabilities: abi.Capabilities{State: abi.StateWrite, StateSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"scratchpad": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+			},
+		}},
 	})
 	sdk.Tool("note", "Keeps a note for later in this conversation.", note)
 	sdk.Tool("notes", "Lists the notes kept in this conversation.", notes)

@@ -1,0 +1,67 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/terrarium-ai/terrarium/abi"
+)
+
+// Inspection is what a plugin is, without loading it: its size and hash, the functions
+// it imports and exports, and its descriptor as it gave it (unchecked).
+type Inspection struct {
+	SHA256  string
+	Size    int
+	Imports []string // "module.name"
+	Exports []string
+	// Descriptor is nil when the plugin could not describe itself; DescribeErr says
+	// why.
+	Descriptor  *abi.Descriptor
+	DescribeErr error
+	// Manifest is the manifest the plugin was described under, defaults filled in.
+	Manifest Manifest
+}
+
+// Inspect compiles a plugin and asks it to describe itself, checking nothing: what
+// `terrarium plugin inspect` prints and the conformance suite starts from. An error
+// means the module could not even be compiled.
+func (h *Host) Inspect(ctx context.Context, wasm []byte, m Manifest) (*Inspection, error) {
+	in := &Inspection{Size: len(wasm)}
+	// The module's interface, from wazero directly: Extism's compiled plugin does not
+	// expose its imports. The runtime is configured as the engine's, so a compilation
+	// cached by either serves both.
+	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true)
+	if h.cache != nil {
+		rc = rc.WithCompilationCache(h.cache)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	defer rt.Close(ctx)
+	cm, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("host: not a WebAssembly module: %w", err)
+	}
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		in.Imports = append(in.Imports, mod+"."+name)
+	}
+	for name := range cm.ExportedFunctions() {
+		in.Exports = append(in.Exports, name)
+	}
+	slices.Sort(in.Imports)
+	slices.Sort(in.Exports)
+
+	p, err := h.prepare(ctx, wasm, m)
+	if err != nil {
+		in.SHA256 = sha256Hex(wasm)
+		in.DescribeErr = err
+		return in, nil
+	}
+	defer p.close(context.Background())
+	in.SHA256, in.Manifest = p.sha256, p.manifest
+	desc := p.desc
+	in.Descriptor = &desc
+	return in, nil
+}

@@ -1,0 +1,221 @@
+package sdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// validate checks a tool's JSON input against the schema the SDK inferred for it, so a
+// plugin refuses what its schema refuses even when its host does not check (Terrarium
+// does; another host might not). It knows the keywords schemaFor emits: type,
+// properties, required, additionalProperties, items, enum, minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum, minLength, maxLength, minItems, maxItems,
+// pattern and format date-time. The error names the first failing location.
+func validate(schema map[string]any, raw []byte) error {
+	if schema == nil {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("not valid JSON: %v", err)
+	}
+	return check(schema, v, "")
+}
+
+func check(s map[string]any, v any, at string) error {
+	where := at
+	if where == "" {
+		where = "the input"
+	}
+	if t, ok := s["type"]; ok && !typeMatches(t, v) {
+		return fmt.Errorf("%s: want %v, got %s", where, t, jsonType(v))
+	}
+	if enum, ok := s["enum"].([]any); ok {
+		if !slices.ContainsFunc(enum, func(e any) bool { return sameJSON(e, v) }) {
+			return fmt.Errorf("%s: %v is not one of %v", where, v, enum)
+		}
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		props, _ := s["properties"].(map[string]any)
+		for _, r := range stringsOf(s["required"]) {
+			if _, ok := v[r]; !ok {
+				return fmt.Errorf("%s: missing property %q", where, r)
+			}
+		}
+		for k, e := range v {
+			ps, known := props[k].(map[string]any)
+			if !known {
+				if extra, ok := s["additionalProperties"].(bool); ok && !extra {
+					return fmt.Errorf("%s: unknown property %q", where, k)
+				}
+				if extra, ok := s["additionalProperties"].(map[string]any); ok {
+					ps = extra
+				} else {
+					continue
+				}
+			}
+			if err := check(ps, e, at+"/"+k); err != nil {
+				return err
+			}
+		}
+	case []any:
+		if n, ok := num(s["minItems"]); ok && float64(len(v)) < n {
+			return fmt.Errorf("%s: %d items, want at least %v", where, len(v), n)
+		}
+		if n, ok := num(s["maxItems"]); ok && float64(len(v)) > n {
+			return fmt.Errorf("%s: %d items, want at most %v", where, len(v), n)
+		}
+		if items, ok := s["items"].(map[string]any); ok {
+			for i, e := range v {
+				if err := check(items, e, fmt.Sprintf("%s/%d", at, i)); err != nil {
+					return err
+				}
+			}
+		}
+	case string:
+		n := float64(utf8.RuneCountInString(v))
+		if m, ok := num(s["minLength"]); ok && n < m {
+			return fmt.Errorf("%s: %v characters, want at least %v", where, n, m)
+		}
+		if m, ok := num(s["maxLength"]); ok && n > m {
+			return fmt.Errorf("%s: %v characters, want at most %v", where, n, m)
+		}
+		if p, ok := s["pattern"].(string); ok {
+			re, err := regexp.Compile(p)
+			if err == nil && !re.MatchString(v) {
+				return fmt.Errorf("%s: %q does not match %s", where, v, p)
+			}
+		}
+		if s["format"] == "date-time" {
+			if _, err := time.Parse(time.RFC3339, v); err != nil {
+				return fmt.Errorf("%s: %q is not a date-time", where, v)
+			}
+		}
+	case json.Number:
+		f, _ := v.Float64()
+		if m, ok := num(s["minimum"]); ok && f < m {
+			return fmt.Errorf("%s: %v is below the minimum %v", where, v, m)
+		}
+		if m, ok := num(s["maximum"]); ok && f > m {
+			return fmt.Errorf("%s: %v is above the maximum %v", where, v, m)
+		}
+		if m, ok := num(s["exclusiveMinimum"]); ok && f <= m {
+			return fmt.Errorf("%s: %v is not above %v", where, v, m)
+		}
+		if m, ok := num(s["exclusiveMaximum"]); ok && f >= m {
+			return fmt.Errorf("%s: %v is not below %v", where, v, m)
+		}
+	}
+	return nil
+}
+
+func typeMatches(t any, v any) bool {
+	switch t := t.(type) {
+	case string:
+		return typeIs(t, v)
+	case []any:
+		return slices.ContainsFunc(t, func(e any) bool { s, _ := e.(string); return typeIs(s, v) })
+	}
+	return true
+}
+
+func typeIs(t string, v any) bool {
+	switch t {
+	case "object":
+		_, ok := v.(map[string]any)
+		return ok
+	case "array":
+		_, ok := v.([]any)
+		return ok
+	case "string":
+		_, ok := v.(string)
+		return ok
+	case "boolean":
+		_, ok := v.(bool)
+		return ok
+	case "null":
+		return v == nil
+	case "number":
+		_, ok := v.(json.Number)
+		return ok
+	case "integer":
+		n, ok := v.(json.Number)
+		if !ok {
+			return false
+		}
+		if _, err := n.Int64(); err == nil {
+			return true
+		}
+		f, err := n.Float64()
+		return err == nil && f == math.Trunc(f)
+	}
+	return true
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case json.Number:
+		return "number"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func num(v any) (float64, bool) {
+	switch v := v.(type) {
+	case float64:
+		return v, true
+	case int:
+		return float64(v), true
+	case int64:
+		return float64(v), true
+	case uint64:
+		return float64(v), true
+	case json.Number:
+		f, err := v.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func stringsOf(v any) []string {
+	switch v := v.(type) {
+	case []string:
+		return v
+	case []any:
+		var out []string
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// sameJSON compares an enum value from the schema with a decoded value.
+func sameJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return strings.TrimSpace(string(x)) == strings.TrimSpace(string(y))
+}

@@ -1,0 +1,55 @@
+package sdk
+
+import (
+	"strings"
+	"testing"
+)
+
+type validateIn struct {
+	Name  string   `json:"name" jsonschema:"minLength=2,maxLength=5,pattern=^[a-z]+$"`
+	Age   int      `json:"age,omitempty" jsonschema:"minimum=0,maximum=150"`
+	Tags  []string `json:"tags,omitempty" jsonschema:"maxItems=2"`
+	Kind  string   `json:"kind,omitempty" jsonschema:"enum=a|b"`
+	Inner *struct {
+		X float64 `json:"x"`
+	} `json:"inner,omitempty"`
+}
+
+func TestValidate(t *testing.T) {
+	s := schemaFor[validateIn]()
+	good := []string{`{"name":"ab"}`, `{"name":"abc","age":3,"tags":["x"],"kind":"b","inner":{"x":1.5}}`, `{"name":"ab","age":2.0}`}
+	for _, in := range good {
+		if err := validate(s, []byte(in)); err != nil {
+			t.Errorf("validate(%s): %v", in, err)
+		}
+	}
+	bad := map[string]string{
+		`{}`:                                 `missing property "name"`,
+		`{"name":"a"}`:                       "at least 2",
+		`{"name":"abcdef"}`:                  "at most 5",
+		`{"name":"AB"}`:                      "does not match",
+		`{"name":"ab","age":-1}`:             "below the minimum",
+		`{"name":"ab","age":1.5}`:            "want integer",
+		`{"name":"ab","tags":["a","b","c"]}`: "at most 2",
+		`{"name":"ab","kind":"c"}`:           "not one of",
+		`{"name":"ab","inner":{"x":"1"}}`:    "/inner/x: want number",
+		`{"name":"ab","extra":1}`:            `unknown property "extra"`,
+		`[`:                                  "not valid JSON",
+	}
+	for in, want := range bad {
+		err := validate(s, []byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("validate(%s) = %v, want an error mentioning %q", in, err, want)
+		}
+	}
+}
+
+func FuzzValidate(f *testing.F) {
+	f.Add(`{"name":"ab","inner":{"x":1}}`)
+	f.Add(`{"name":1e400}`)
+	f.Add(`[[[[]]]]`)
+	s := schemaFor[validateIn]()
+	f.Fuzz(func(t *testing.T, in string) {
+		validate(s, []byte(in)) // must not panic
+	})
+}
