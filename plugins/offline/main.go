@@ -6,7 +6,10 @@
 //  1. when the last message is a tool message: "Tool results: " followed by the JSON
 //     outputs of its tool responses (separated by "; ");
 //  2. when the last user message's text is "/call <tool> <json-input>" and the request
-//     offers that tool: a request to call it (ref "call-1") with that input;
+//     offers that tool: a request to call it (ref "call-1") with that input; when the
+//     text says "use <tool>" for an offered tool, or the request's tool choice is
+//     "required": a request to call that tool (or the first offered) with a minimal
+//     input of its schema;
 //  3. when the request asks for JSON output with a schema: a minimal JSON value of the
 //     schema (required properties filled with "", 0, false, [] or nested values; the
 //     first enum value; lengths and bounds respected), as text;
@@ -97,9 +100,12 @@ func answer(req *abi.GenerateRequest) *abi.Message {
 		return abi.NewModelTextMessage("Tool results: " + strings.Join(outs, "; "))
 	}
 	text := lastUserText(req.Messages)
-	// 2. "/call <tool> <json-input>".
+	// 2. "/call <tool> <json-input>", "use <tool>", or a required tool choice.
 	if tr := toolCall(text, req.Tools); tr != nil {
 		return abi.NewModelMessage(abi.NewToolRequestPart(tr))
+	}
+	if t := toolToUse(text, req); t != nil {
+		return abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{Ref: "call-1", Name: t.Name, Input: minimal(t.InputSchema, 0)}))
 	}
 	// 3. A minimal instance of the requested JSON schema.
 	if o := req.Output; o != nil && o.Format == "json" && o.Schema != nil {
@@ -150,6 +156,24 @@ func toolCall(text string, tools []*abi.ToolDefinition) *abi.ToolRequest {
 		}
 	}
 	return &abi.ToolRequest{Ref: "call-1", Name: name, Input: v}
+}
+
+// toolToUse returns the offered tool the text names after "use", or the first offered
+// tool when the request requires a tool call; nil otherwise.
+func toolToUse(text string, req *abi.GenerateRequest) *abi.ToolDefinition {
+	if len(req.Tools) == 0 || req.ToolChoice == abi.ToolChoiceNone {
+		return nil
+	}
+	lower := strings.ToLower(text)
+	for _, t := range req.Tools {
+		if strings.Contains(lower, "use "+strings.ToLower(t.Name)) {
+			return t
+		}
+	}
+	if req.ToolChoice == abi.ToolChoiceRequired {
+		return req.Tools[0]
+	}
+	return nil
 }
 
 // words splits text into words, each keeping the spaces after it, so that the words

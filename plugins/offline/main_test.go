@@ -38,6 +38,13 @@ func TestAnswerRules(t *testing.T) {
 			`{"role":"model","content":[{"text":"echo: /call rm {}"}]}`},
 		{"call with bad JSON", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage(`/call calc {`)}, Tools: tools},
 			`{"role":"model","content":[{"text":"echo: /call calc {"}]}`},
+		{"use a tool", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("Please use weather: Paris?")},
+			Tools: []*abi.ToolDefinition{{Name: "calc"}, {Name: "weather", InputSchema: map[string]any{"type": "object", "required": []any{"city"}, "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}},
+			`{"role":"model","content":[{"toolRequest":{"ref":"call-1","name":"weather","input":{"city":""}}}]}`},
+		{"a required tool choice", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("anything")}, Tools: tools, ToolChoice: abi.ToolChoiceRequired},
+			`{"role":"model","content":[{"toolRequest":{"ref":"call-1","name":"calc"}}]}`},
+		{"tools forbidden", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("use calc")}, Tools: tools, ToolChoice: abi.ToolChoiceNone},
+			`{"role":"model","content":[{"text":"echo: use calc"}]}`},
 		{"tool results", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewToolMessage(
 			&abi.ToolResponse{Name: "calc", Output: 6}, &abi.ToolResponse{Name: "calc", Output: map[string]any{"v": "x"}})}},
 			`{"role":"model","content":[{"text":"Tool results: 6; {\"v\":\"x\"}"}]}`},
