@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
@@ -444,25 +445,56 @@ var (
 // ValidateDescriptor checks a plugin's description: a supported ABI version, valid and
 // unique names, valid JSON Schemas, known hook points and state access.
 func ValidateDescriptor(d *abi.Descriptor) error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	problems := DescriptorProblems(d)
+	if len(problems) == 0 {
+		return nil
+	}
+	errs := make([]error, len(problems))
+	for i, p := range problems {
+		errs[i] = errors.New(p.Message)
+	}
+	return fmt.Errorf("invalid descriptor: %w", errors.Join(errs...))
+}
+
+// DescriptorProblem is one thing wrong with a descriptor, filed under a category:
+// "abi version", "names", "schemas", "hook points" or "capabilities".
+type DescriptorProblem struct {
+	Category string
+	Message  string
+}
+
+// The categories of descriptor problems.
+const (
+	ProblemABI          = "abi version"
+	ProblemNames        = "names"
+	ProblemSchemas      = "schemas"
+	ProblemPoints       = "hook points"
+	ProblemCapabilities = "capabilities"
+)
+
+// DescriptorProblems lists what is wrong with a descriptor (nothing: it is valid).
+func DescriptorProblems(d *abi.Descriptor) []DescriptorProblem {
+	var out []DescriptorProblem
+	bad := func(cat, format string, args ...any) {
+		out = append(out, DescriptorProblem{cat, fmt.Sprintf(format, args...)})
+	}
 	if !slices.Contains(SupportedABIVersions, d.ABI) {
-		bad("the plugin speaks ABI version %d; this host supports %v", d.ABI, SupportedABIVersions)
+		bad(ProblemABI, "the plugin speaks ABI version %d; this host supports %v", d.ABI, SupportedABIVersions)
 	}
 	if !pluginName.MatchString(d.Name) {
-		bad("plugin name %q: want [a-z0-9][a-z0-9_-]*, at most 64 bytes", d.Name)
+		bad(ProblemNames, "plugin name %q: want [a-z0-9][a-z0-9_-]*, at most 64 bytes", d.Name)
 	}
 	names := func(kind string, list []string) {
 		seen := map[string]bool{}
 		for _, n := range list {
 			if kind == "model" && !modelName.MatchString(n) {
-				bad("model name %q: want [A-Za-z0-9][A-Za-z0-9_.:/-]*, at most 128 bytes", n)
+				bad(ProblemNames, "model name %q: want [A-Za-z0-9][A-Za-z0-9_.:/-]*, at most 128 bytes", n)
 			}
 			if kind != "model" && !itemName.MatchString(n) {
-				bad("%s name %q: want [A-Za-z0-9][A-Za-z0-9_.-]*, at most 64 bytes", kind, n)
+				bad(ProblemNames, "%s name %q: want [A-Za-z0-9][A-Za-z0-9_.-]*, at most 64 bytes", kind, n)
 			}
 			if seen[n] {
-				bad("%s %q is declared twice", kind, n)
+				bad(ProblemNames, "%s %q is declared twice", kind, n)
 			}
 			seen[n] = true
 		}
@@ -472,45 +504,66 @@ func ValidateDescriptor(d *abi.Descriptor) error {
 		models = append(models, m.Name)
 		if m.Info != nil && m.Info.ConfigSchema != nil {
 			if _, err := schema.Compile(m.Info.ConfigSchema); err != nil {
-				bad("model %q: config schema: %v", m.Name, err)
+				bad(ProblemSchemas, "model %q: config schema: %v", m.Name, err)
 			}
 		}
 	}
 	for _, t := range d.Tools {
 		if t == nil {
-			bad("a tool is null")
+			bad(ProblemNames, "a tool is null")
 			continue
 		}
 		tools = append(tools, t.Name)
-		for what, s := range map[string]map[string]any{"input": t.InputSchema, "output": t.OutputSchema} {
-			if _, err := schema.Compile(s); err != nil {
-				bad("tool %q: %s schema: %v", t.Name, what, err)
+		for _, s := range []struct {
+			what string
+			s    map[string]any
+		}{{"input", t.InputSchema}, {"output", t.OutputSchema}} {
+			if _, err := schema.Compile(s.s); err != nil {
+				bad(ProblemSchemas, "tool %q: %s schema: %v", t.Name, s.what, err)
 			}
 		}
 	}
 	for _, h := range d.Handlers {
 		handlers = append(handlers, h.Name)
 		if len(h.Points) == 0 {
-			bad("handler %q runs at no point", h.Name)
+			bad(ProblemPoints, "handler %q runs at no point", h.Name)
 		}
 		for _, pt := range h.Points {
 			if !pt.Valid() {
-				bad("handler %q: unknown point %q (want turnStart, beforeGenerate, afterGenerate or turnEnd)", h.Name, pt)
+				bad(ProblemPoints, "handler %q: unknown point %q (want turnStart, beforeGenerate, afterGenerate or turnEnd)", h.Name, pt)
 			}
 		}
 	}
 	names("model", models)
 	names("tool", tools)
 	names("handler", handlers)
-	switch d.Capabilities.State {
+	c := d.Capabilities
+	switch c.State {
 	case "", abi.StateNone, abi.StateRead, abi.StateWrite:
 	default:
-		bad("capabilities: state %q: want none, read or write", d.Capabilities.State)
+		bad(ProblemCapabilities, "state %q: want none, read or write", c.State)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("invalid descriptor: %w", errors.Join(errs...))
+	if c.StateSchema != nil {
+		if _, err := schema.Compile(c.StateSchema); err != nil {
+			bad(ProblemCapabilities, "state schema: %v", err)
+		}
 	}
-	return nil
+	for _, h := range c.HTTP {
+		if (Manifest{HTTP: []string{h}}).validate() != nil {
+			bad(ProblemCapabilities, "http host %q: want a host name, an IP address or *.domain", h)
+		}
+	}
+	for _, list := range []struct {
+		what  string
+		names []string
+	}{{"config key", c.Config}, {"secret", c.Secrets}} {
+		for _, n := range list.names {
+			if n == "" || strings.ContainsAny(n, " \t\n{}") {
+				bad(ProblemCapabilities, "%s %q: want a plain name", list.what, n)
+			}
+		}
+	}
+	return out
 }
 
 func modelInfo(info *abi.ModelInfo) *abi.ModelInfo {

@@ -1,0 +1,58 @@
+// Command terrarium is Terrarium's command line. Today it serves plugin authors and
+// operators:
+//
+//	terrarium plugin build <dir> [-o file.wasm]   build a Go plugin to .wasm (cached)
+//	terrarium plugin inspect <file.wasm> [--json] describe a plugin without loading it
+//	terrarium plugin test <file.wasm> [flags]     run the conformance suite
+//
+// It adds no logic of its own: it drives host/pluginbuild, host.Inspect and
+// host/conformance, as a Go program embedding Terrarium would.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1 // the command ran and found problems (a failing check, a build error)
+	exitUsage  = 2 // the command line is wrong
+)
+
+const usage = `usage: terrarium <command> [arguments]
+
+commands:
+  plugin build <dir> [-o file.wasm]     build a Go plugin (GOOS=wasip1) to .wasm, cached
+  plugin inspect <file.wasm> [--json]   show a plugin's descriptor, imports, exports, size and SHA-256
+  plugin test <file.wasm> [flags]       check a plugin against Terrarium's conformance suite
+
+Run "terrarium plugin <command> -h" for a command's flags.
+`
+
+// run runs a command line and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	switch args[0] {
+	case "plugin":
+		return pluginCommand(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "terrarium: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/host/conformance"
+	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+)
+
+func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "build":
+		return pluginBuild(ctx, args[1:], stdout, stderr)
+	case "inspect":
+		return pluginInspect(ctx, args[1:], stdout, stderr)
+	case "test":
+		return pluginTest(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "terrarium plugin: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+// parse parses flags that may come before or after the one positional argument.
+func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (string, bool) {
+	fs.SetOutput(stderr)
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return "", false
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			pos = append(pos, args[0])
+			args = args[1:]
+		}
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "terrarium %s: want exactly one argument, got %d\n", fs.Name(), len(pos))
+		fs.Usage()
+		return "", false
+	}
+	return pos[0], true
+}
+
+func pluginBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("plugin build", flag.ContinueOnError)
+	out := fs.String("o", "", "write the .wasm here (default: print the cached file's path)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: terrarium plugin build <dir> [-o file.wasm]\n\nBuilds the Go main package in <dir> with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared.")
+		fs.PrintDefaults()
+	}
+	dir, ok := parse(fs, args, stderr)
+	if !ok {
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "building %s ...\n", dir)
+	start := time.Now()
+	path, err := pluginbuild.Build(ctx, dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium plugin build: %v\n", err)
+		return exitFailed
+	}
+	if *out != "" {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			err = os.WriteFile(*out, data, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "terrarium plugin build: %v\n", err)
+			return exitFailed
+		}
+		path = *out
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium plugin build: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(stderr, "built in %v: %d bytes\n", time.Since(start).Round(time.Millisecond), info.Size())
+	fmt.Fprintln(stdout, path)
+	return exitOK
+}
+
+// grants are the manifest flags shared by inspect and test.
+type grants struct {
+	manifest    string
+	state       string
+	timeout     time.Duration
+	memoryPages uint
+	http, cfg   multiFlag
+	secrets     multiFlag
+}
+
+func (g *grants) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.manifest, "manifest", "", "a JSON manifest file (host.Manifest); the flags below add to it")
+	fs.StringVar(&g.state, "state", "", "grant session state access: none, read or write")
+	fs.DurationVar(&g.timeout, "timeout", 0, "the timeout per call (default 30s)")
+	fs.UintVar(&g.memoryPages, "memory-pages", 0, "the memory limit per instance, in 64 KiB pages (default 1024)")
+	fs.Var(&g.http, "http", "grant an HTTP host (repeatable)")
+	fs.Var(&g.cfg, "config", "grant a config value, key=value (repeatable)")
+	fs.Var(&g.secrets, "secret", "grant a secret from the environment, NAME or NAME=ENVVAR (repeatable)")
+}
+
+func (g *grants) build() (host.Manifest, error) {
+	var m host.Manifest
+	if g.manifest != "" {
+		data, err := os.ReadFile(g.manifest)
+		if err != nil {
+			return m, err
+		}
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&m); err != nil {
+			return m, fmt.Errorf("manifest %s: %w", g.manifest, err)
+		}
+	}
+	if g.state != "" {
+		m.State = abi.StateAccess(g.state)
+	}
+	if g.timeout > 0 {
+		m.Timeout = host.Duration{Duration: g.timeout}
+	}
+	if g.memoryPages > 0 {
+		m.MemoryPages = uint32(g.memoryPages)
+	}
+	m.HTTP = append(m.HTTP, g.http...)
+	for _, kv := range g.cfg {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return m, fmt.Errorf("--config %q: want key=value", kv)
+		}
+		if m.Config == nil {
+			m.Config = map[string]string{}
+		}
+		m.Config[k] = v
+	}
+	for _, s := range g.secrets {
+		name, env, ok := strings.Cut(s, "=")
+		if !ok {
+			env = name
+		}
+		if m.Secrets == nil {
+			m.Secrets = map[string]host.Secret{}
+		}
+		m.Secrets[name] = host.Secret{Env: env}
+	}
+	return m, nil
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func pluginInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("plugin inspect", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON")
+	var g grants
+	g.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: terrarium plugin inspect <file.wasm> [--json] [grants]\n\nShows what a plugin is without loading it. Grants matter when its description reads config.")
+		fs.PrintDefaults()
+	}
+	file, ok := parse(fs, args, stderr)
+	if !ok {
+		return exitUsage
+	}
+	m, err := g.build()
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium plugin inspect: %v\n", err)
+		return exitUsage
+	}
+	wasm, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium plugin inspect: %v\n", err)
+		return exitFailed
+	}
+	h, err := host.New(nil, host.WithLogger(quietLogger()))
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium plugin inspect: %v\n", err)
+		return exitFailed
+	}
+	defer h.Close(context.Background())
+	in, err := h.Inspect(ctx, wasm, m)
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium plugin inspect: %s: %v\n", file, err)
+		return exitFailed
+	}
+	if *asJSON {
+		out := map[string]any{"file": file, "sha256": in.SHA256, "size": in.Size, "imports": in.Imports, "exports": in.Exports, "descriptor": in.Descriptor}
+		if in.DescribeErr != nil {
+			out["describeError"] = in.DescribeErr.Error()
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(out)
+	} else {
+		printInspection(stdout, file, in)
+	}
+	if in.Descriptor == nil {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func printInspection(w io.Writer, file string, in *host.Inspection) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "file\t%s\n", filepath.Clean(file))
+	fmt.Fprintf(tw, "size\t%d bytes\n", in.Size)
+	fmt.Fprintf(tw, "sha256\t%s\n", in.SHA256)
+	if d := in.Descriptor; d != nil {
+		fmt.Fprintf(tw, "plugin\t%s %s (ABI %d)\n", d.Name, d.Version, d.ABI)
+		if d.Description != "" {
+			fmt.Fprintf(tw, "description\t%s\n", d.Description)
+		}
+		for _, m := range d.Models {
+			label := ""
+			if m.Info != nil && m.Info.Label != "" {
+				label = " — " + m.Info.Label
+			}
+			fmt.Fprintf(tw, "model\t/model/%s/%s%s\n", d.Name, m.Name, label)
+		}
+		for _, t := range d.Tools {
+			fmt.Fprintf(tw, "tool\t/tool/%s/%s — %s\n", d.Name, t.Name, t.Description)
+		}
+		for _, h := range d.Handlers {
+			fmt.Fprintf(tw, "handler\t/handler/%s/%s at %v\n", d.Name, h.Name, h.Points)
+		}
+		c := d.Capabilities
+		state := string(c.State)
+		if state == "" {
+			state = "none"
+		}
+		fmt.Fprintf(tw, "asks for\tstate %s; http %v; config %v; secrets %v\n", state, c.HTTP, c.Config, c.Secrets)
+	} else {
+		fmt.Fprintf(tw, "describe\tFAILED: %v\n", in.DescribeErr)
+	}
+	fmt.Fprintf(tw, "exports\t%s\n", strings.Join(in.Exports, ", "))
+	byModule := map[string][]string{}
+	var modules []string
+	for _, imp := range in.Imports {
+		mod, name, _ := strings.Cut(imp, ".")
+		if _, seen := byModule[mod]; !seen {
+			modules = append(modules, mod)
+		}
+		if !slices.Contains(byModule[mod], name) {
+			byModule[mod] = append(byModule[mod], name)
+		}
+	}
+	for i, mod := range modules {
+		label := ""
+		if i == 0 {
+			label = "imports"
+		}
+		fmt.Fprintf(tw, "%s\t%s: %s\n", label, mod, strings.Join(byModule[mod], ", "))
+	}
+	tw.Flush()
+}
+
+func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("plugin test", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the report as JSON (for CI)")
+	var g grants
+	g.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: terrarium plugin test <file.wasm> [--json] [grants]\n\nRuns the conformance suite; exits 1 if any check fails. Grant what the plugin needs\n(e.g. --state write, --http 127.0.0.1 --config baseURL=http://127.0.0.1:8080/v1).")
+		fs.PrintDefaults()
+	}
+	file, ok := parse(fs, args, stderr)
+	if !ok {
+		return exitUsage
+	}
+	m, err := g.build()
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
+		return exitUsage
+	}
+	wasm, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(stderr, "testing %s ...\n", file)
+	n := 0
+	rep, err := conformance.Run(ctx, wasm, conformance.Options{
+		Manifest: m,
+		Progress: func(r conformance.Result) {
+			n++
+			fmt.Fprintf(stderr, "  %3d  %-4s  %s\n", n, r.Outcome, r.Check)
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
+		return exitFailed
+	}
+	if *asJSON {
+		err = rep.WriteJSON(stdout)
+	} else {
+		fmt.Fprintln(stdout)
+		err = rep.WriteTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
+		return exitFailed
+	}
+	if !rep.Passed {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// quietLogger keeps the host's logs out of the command's output.
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
