@@ -264,3 +264,23 @@ func TestConcurrentSessionsShareOnePool(t *testing.T) {
 		t.Errorf("%d instances, the manifest allows 4", live)
 	}
 }
+
+func TestDescriptorProblems(t *testing.T) {
+	good := &abi.Descriptor{ABI: abi.Version, Name: "p", Capabilities: abi.Capabilities{
+		State: abi.StateWrite, HTTP: []string{"api.example.com", "127.0.0.1", "*.example.org", "::1"},
+		Config: []string{"baseURL"}, Secrets: []string{"KEY"},
+	}, Models: []abi.ModelDescriptor{{Name: "meta-llama/llama-3:8b"}}}
+	if p := host.DescriptorProblems(good); len(p) != 0 {
+		t.Errorf("a valid descriptor has problems: %v", p)
+	}
+	bad := &abi.Descriptor{ABI: 7, Name: "Bad Name", Capabilities: abi.Capabilities{HTTP: []string{"http://x.com/"}, Secrets: []string{"{{x}}"}}}
+	cats := map[string]bool{}
+	for _, p := range host.DescriptorProblems(bad) {
+		cats[p.Category] = true
+	}
+	for _, c := range []string{host.ProblemABI, host.ProblemNames, host.ProblemCapabilities} {
+		if !cats[c] {
+			t.Errorf("no %s problem found in %+v", c, bad)
+		}
+	}
+}

@@ -549,8 +549,8 @@ func DescriptorProblems(d *abi.Descriptor) []DescriptorProblem {
 		}
 	}
 	for _, h := range c.HTTP {
-		if (Manifest{HTTP: []string{h}}).validate() != nil {
-			bad(ProblemCapabilities, "http host %q: want a host name, an IP address or *.domain", h)
+		if err := checkHTTPHost(h); err != nil {
+			bad(ProblemCapabilities, "%v", err)
 		}
 	}
 	for _, list := range []struct {

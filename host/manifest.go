@@ -92,9 +92,18 @@ func (m Manifest) validate() error {
 		return fmt.Errorf("negative limit")
 	}
 	for _, h := range m.HTTP {
-		if h == "" || strings.ContainsAny(h, "/:@ ") && net.ParseIP(h) == nil {
-			return fmt.Errorf("http host %q: want a host name, an IP address or *.domain", h)
+		if err := checkHTTPHost(h); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// checkHTTPHost checks an HTTP grant or request: a host name, an IP address, or
+// *.domain.
+func checkHTTPHost(h string) error {
+	if h == "" || strings.ContainsAny(h, "/:@ ") && net.ParseIP(h) == nil {
+		return fmt.Errorf("http host %q: want a host name, an IP address or *.domain", h)
 	}
 	return nil
 }
