@@ -63,7 +63,8 @@ func (r Reliability) withDefaults() Reliability {
 var errAttemptTimeout = errors.New("model call timed out")
 
 // Transient reports whether an error is worth retrying: a timed-out attempt, an
-// unavailable provider, or an HTTP status of 408, 409, 425, 429 or 5xx.
+// unavailable provider, or an HTTP status of 408, 409, 425, 429 or 5xx, unless the
+// provider's error says permission is denied (a 429 for an exhausted quota).
 func Transient(err error) bool {
 	if errors.Is(err, errAttemptTimeout) {
 		return true
@@ -73,6 +74,9 @@ func Transient(err error) bool {
 		return false
 	}
 	switch {
+	case e.Code == abi.CodePermissionDenied:
+		// Waiting does not help (a 429 for an exhausted quota, say).
+		return false
 	case e.Status == http.StatusRequestTimeout, e.Status == http.StatusConflict, e.Status == http.StatusTooEarly,
 		e.Status == http.StatusTooManyRequests, e.Status >= 500:
 		return true

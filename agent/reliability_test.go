@@ -125,3 +125,21 @@ func TestUseModelMiddlewarePerModel(t *testing.T) {
 		t.Errorf("unknown model: %v", err)
 	}
 }
+
+func TestTransient(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{httpErr(429, 1), true},
+		{httpErr(503, 0), true},
+		{httpErr(400, 0), false},
+		{&abi.Error{Code: abi.CodePermissionDenied, Status: 429, Message: "insufficient_quota"}, false},
+		{&abi.Error{Code: abi.CodeUnavailable, Message: "connection refused"}, true},
+		{errors.New("plain"), false},
+	} {
+		if got := agent.Transient(c.err); got != c.want {
+			t.Errorf("Transient(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
