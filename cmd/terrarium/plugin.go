@@ -164,33 +164,56 @@ func (g *grants) build() (host.Manifest, error) {
 	return m, nil
 }
 
+// wasmCommand is what inspect and test share: a .wasm argument, grants and --json.
+type wasmCommand struct {
+	name     string // "plugin inspect"
+	file     string
+	asJSON   bool
+	manifest host.Manifest
+	wasm     []byte
+}
+
+// parseWasmCommand parses the command line of a command taking a .wasm file and
+// grants, and reads the file. It returns the exit status to stop with, if any.
+func parseWasmCommand(name, help, jsonHelp string, args []string, stderr io.Writer) (*wasmCommand, int, bool) {
+	c := &wasmCommand{name: name}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.BoolVar(&c.asJSON, "json", false, jsonHelp)
+	var g grants
+	g.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: terrarium %s <file.wasm> [--json] [grants]\n\n%s\n", name, help)
+		fs.PrintDefaults()
+	}
+	file, ok := parse(fs, args, stderr)
+	if !ok {
+		return nil, exitUsage, false
+	}
+	c.file = file
+	m, err := g.build()
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium %s: %v\n", name, err)
+		return nil, exitUsage, false
+	}
+	c.manifest = m
+	if c.wasm, err = os.ReadFile(file); err != nil {
+		fmt.Fprintf(stderr, "terrarium %s: %v\n", name, err)
+		return nil, exitFailed, false
+	}
+	return c, exitOK, true
+}
+
 type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func pluginInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("plugin inspect", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print JSON")
-	var g grants
-	g.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: terrarium plugin inspect <file.wasm> [--json] [grants]\n\nShows what a plugin is without loading it. Grants matter when its description reads config.")
-		fs.PrintDefaults()
-	}
-	file, ok := parse(fs, args, stderr)
+	c, code, ok := parseWasmCommand("plugin inspect",
+		"Shows what a plugin is without loading it. Grants matter when its description reads config.",
+		"print JSON", args, stderr)
 	if !ok {
-		return exitUsage
-	}
-	m, err := g.build()
-	if err != nil {
-		fmt.Fprintf(stderr, "terrarium plugin inspect: %v\n", err)
-		return exitUsage
-	}
-	wasm, err := os.ReadFile(file)
-	if err != nil {
-		fmt.Fprintf(stderr, "terrarium plugin inspect: %v\n", err)
-		return exitFailed
+		return code
 	}
 	h, err := host.New(nil, host.WithLogger(quietLogger()))
 	if err != nil {
@@ -198,13 +221,13 @@ func pluginInspect(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitFailed
 	}
 	defer h.Close(context.Background())
-	in, err := h.Inspect(ctx, wasm, m)
+	in, err := h.Inspect(ctx, c.wasm, c.manifest)
 	if err != nil {
-		fmt.Fprintf(stderr, "terrarium plugin inspect: %s: %v\n", file, err)
+		fmt.Fprintf(stderr, "terrarium plugin inspect: %s: %v\n", c.file, err)
 		return exitFailed
 	}
-	if *asJSON {
-		out := map[string]any{"file": file, "sha256": in.SHA256, "size": in.Size, "imports": in.Imports, "exports": in.Exports, "descriptor": in.Descriptor}
+	if c.asJSON {
+		out := map[string]any{"file": c.file, "sha256": in.SHA256, "size": in.Size, "imports": in.Imports, "exports": in.Exports, "descriptor": in.Descriptor}
 		if in.DescribeErr != nil {
 			out["describeError"] = in.DescribeErr.Error()
 		}
@@ -212,7 +235,7 @@ func pluginInspect(ctx context.Context, args []string, stdout, stderr io.Writer)
 		enc.SetIndent("", "  ")
 		enc.Encode(out)
 	} else {
-		printInspection(stdout, file, in)
+		printInspection(stdout, c.file, in)
 	}
 	if in.Descriptor == nil {
 		return exitFailed
@@ -275,32 +298,16 @@ func printInspection(w io.Writer, file string, in *host.Inspection) {
 }
 
 func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("plugin test", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print the report as JSON (for CI)")
-	var g grants
-	g.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: terrarium plugin test <file.wasm> [--json] [grants]\n\nRuns the conformance suite; exits 1 if any check fails. Grant what the plugin needs\n(e.g. --state write, --http 127.0.0.1 --config baseURL=http://127.0.0.1:8080/v1).")
-		fs.PrintDefaults()
-	}
-	file, ok := parse(fs, args, stderr)
+	c, code, ok := parseWasmCommand("plugin test",
+		"Runs the conformance suite; exits 1 if any check fails. Grant what the plugin needs\n(e.g. --state write, --http 127.0.0.1 --config baseURL=http://127.0.0.1:8080/v1).",
+		"print the report as JSON (for CI)", args, stderr)
 	if !ok {
-		return exitUsage
+		return code
 	}
-	m, err := g.build()
-	if err != nil {
-		fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
-		return exitUsage
-	}
-	wasm, err := os.ReadFile(file)
-	if err != nil {
-		fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
-		return exitFailed
-	}
-	fmt.Fprintf(stderr, "testing %s ...\n", file)
+	fmt.Fprintf(stderr, "testing %s ...\n", c.file)
 	n := 0
-	rep, err := conformance.Run(ctx, wasm, conformance.Options{
-		Manifest: m,
+	rep, err := conformance.Run(ctx, c.wasm, conformance.Options{
+		Manifest: c.manifest,
 		Progress: func(r conformance.Result) {
 			n++
 			fmt.Fprintf(stderr, "  %3d  %-4s  %s\n", n, r.Outcome, r.Check)
@@ -310,7 +317,7 @@ func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
 		return exitFailed
 	}
-	if *asJSON {
+	if c.asJSON {
 		err = rep.WriteJSON(stdout)
 	} else {
 		fmt.Fprintln(stdout)
