@@ -4,11 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 // jsonOf encodes v for comparisons.
@@ -39,30 +38,6 @@ func roundTrip(t *testing.T, v any) map[string]any {
 		t.Fatal(err)
 	}
 	return m
-}
-
-func TestLoadSettings(t *testing.T) {
-	denied := func(string) (string, error) { return "", abi.Errorf(abi.CodePermissionDenied, "not granted") }
-	s := loadSettings(denied)
-	if s.baseURL != defaultBaseURL || s.apiKeySecret != "ANTHROPIC_API_KEY" || strings.Join(s.models, ",") != defaultModels {
-		t.Errorf("defaults = %+v", s)
-	}
-	cfg := map[string]string{"baseURL": "http://127.0.0.1:8080/v1/", "models": " a , b,, a", "apiKeySecret": ""}
-	s = loadSettings(func(k string) (string, error) { return cfg[k], nil })
-	if s.baseURL != "http://127.0.0.1:8080/v1" || strings.Join(s.models, "|") != "a|b" || s.apiKeySecret != defaultAPIKeySecret {
-		t.Errorf("configured = %+v", s)
-	}
-	for u, want := range map[string]string{
-		"https://api.anthropic.com/v1":  "api.anthropic.com",
-		"http://127.0.0.1:41234/v1":     "127.0.0.1",
-		"http://user@Example.COM:80":    "example.com",
-		"http://[::1]:8080/v1":          "::1",
-		"https://proxy.example/a?b=c:d": "proxy.example",
-	} {
-		if got := urlHost(u); got != want {
-			t.Errorf("urlHost(%q) = %q, want %q", u, got, want)
-		}
-	}
 }
 
 func TestBuildRequestSystemConfigAndAlternation(t *testing.T) {
@@ -194,7 +169,7 @@ func TestBuildRequestTools(t *testing.T) {
 	if s := jsonOf(t, got["messages"]); s != wantMsgs {
 		t.Errorf("messages =\n%s\nwant\n%s", s, wantMsgs)
 	}
-	if names.original("calculator__calc") != "calculator/calc" || names.original("clock_now") != "clock.now" || names.original("other") != "other" {
+	if names.Original("calculator__calc") != "calculator/calc" || names.Original("clock_now") != "clock.now" || names.Original("other") != "other" {
 		t.Errorf("names = %+v", names)
 	}
 	// Tool choices, and none without tools.
@@ -210,31 +185,6 @@ func TestBuildRequestTools(t *testing.T) {
 	}
 	if _, _, err := buildRequest("m", &abi.GenerateRequest{Config: map[string]any{"tools": "x"}}, false); !isCode(err, abi.CodeInvalidInput) {
 		t.Errorf("config.tools not an array: %v", err)
-	}
-}
-
-func TestSanitizeToolNames(t *testing.T) {
-	n := newToolNames()
-	long := strings.Repeat("x", 70)
-	for name, want := range map[string]string{
-		"calculator/calc": "calculator__calc",
-		"a.b:c d":         "a_b_c_d",
-		"ok-name_1":       "ok-name_1",
-	} {
-		if got := n.add(name); got != want {
-			t.Errorf("add(%q) = %q, want %q", name, got, want)
-		}
-	}
-	if got := n.add(long); len(got) != 64 || !strings.HasPrefix(got, "xxxx") {
-		t.Errorf("long name = %q (%d)", got, len(got))
-	}
-	// Two names sanitized alike stay apart, and each maps back.
-	a, b := n.add("a.b"), n.add("a:b")
-	if a == b || n.original(a) != "a.b" || n.original(b) != "a:b" {
-		t.Errorf("collision: %q, %q", a, b)
-	}
-	if n.add("a.b") != a {
-		t.Error("a name is not stable")
 	}
 }
 
@@ -288,8 +238,8 @@ func TestReasoningAndCustomRoundTrip(t *testing.T) {
 }
 
 func TestParseResponse(t *testing.T) {
-	names := newToolNames()
-	names.add("calculator/calc")
+	names := provider.NewToolNames(nameRule)
+	names.API("calculator/calc")
 	body := `{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5",
 	"content":[
 	  {"type":"thinking","thinking":"Add them.","signature":"EqQB"},
@@ -349,7 +299,6 @@ func TestFinishReasons(t *testing.T) {
 }
 
 func TestAPIErrors(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	body := func(typ, msg string) []byte {
 		return []byte(`{"type":"error","error":{"type":"` + typ + `","message":"` + msg + `"},"request_id":"req_1"}`)
 	}
@@ -367,54 +316,16 @@ func TestAPIErrors(t *testing.T) {
 		{404, nil, body("not_found_error", "model: claude-nope"), abi.CodeNotFound, "anthropic: not_found_error: model: claude-nope", 0},
 		{413, nil, body("request_too_large", "too big"), abi.CodeLimitExceeded, "anthropic: request_too_large: too big", 0},
 		{429, map[string]string{"retry-after": "7"}, body("rate_limit_error", "slow down"), abi.CodeLimitExceeded, "anthropic: rate_limit_error: slow down", 7},
-		{429, map[string]string{"retry-after": "Fri, 02 Jan 2026 03:04:35 GMT"}, body("rate_limit_error", "slow down"), abi.CodeLimitExceeded, "anthropic: rate_limit_error: slow down", 30},
 		{429, map[string]string{"retry-after": "yesterday"}, body("rate_limit_error", "slow down"), abi.CodeLimitExceeded, "anthropic: rate_limit_error: slow down", 0},
 		{500, nil, body("api_error", "boom"), abi.CodeUnavailable, "anthropic: api_error: boom", 0},
 		{502, nil, []byte("<html>Bad Gateway</html>"), abi.CodeUnavailable, "anthropic: <html>Bad Gateway</html>", 0},
 		{503, map[string]string{"retry-after": "1.5"}, nil, abi.CodeUnavailable, "anthropic: HTTP status 503", 1.5},
 		{529, nil, body("overloaded_error", "Overloaded"), abi.CodeUnavailable, "anthropic: overloaded_error: Overloaded", 0},
-		{418, nil, nil, abi.CodeInternal, "anthropic: HTTP status 418", 0},
+		{418, nil, nil, abi.CodeInvalidInput, "anthropic: HTTP status 418", 0},
 	} {
-		e := apiError(tc.status, tc.header, tc.body, now)
+		e := apiError(tc.status, tc.header, tc.body)
 		if e.Code != tc.code || e.Status != tc.status || e.Message != tc.msg || e.RetryAfter != tc.retryAfter {
 			t.Errorf("%d: %+v\nwant code %s, message %q, retryAfter %v", tc.status, e, tc.code, tc.msg, tc.retryAfter)
-		}
-	}
-}
-
-func TestCompletePartialJSON(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{``, ``},
-		{`{`, `{}`},
-		{`{"`, `{}`},
-		{`{"expr`, `{}`},
-		{`{"expression"`, `{}`},
-		{`{"expression":`, `{}`},
-		{`{"expression": "2`, `{"expression":"2"}`},
-		{`{"expression": "2+3"`, `{"expression":"2+3"}`},
-		{`{"expression": "2+3",`, `{"expression":"2+3"}`},
-		{`{"expression": "2+3", "pre`, `{"expression":"2+3"}`},
-		{`{"a": "x\`, `{"a":"x"}`},
-		{`{"a": "x\u00`, `{"a":"x"}`},
-		{`{"a": "x\u00e9`, `{"a":"xé"}`},
-		{`{"a": 12`, `{"a":12}`},
-		{`{"a": 1.`, `{}`},
-		{`{"a": 1, "b": tr`, `{"a":1}`},
-		{`{"a": [1, 2`, `{"a":[1,2]}`},
-		{`{"a": [1, {"b": "c`, `{"a":[1,{"b":"c"}]}`},
-		{`{"a": [1, {"b": "c"}], "d": {`, `{"a":[1,{"b":"c"}],"d":{}}`},
-		{`[`, `[]`},
-		{`"hal`, `"hal"`},
-		{`{"a":1}`, `{"a":1}`},
-		{`}`, ``},
-	} {
-		v, ok := completePartialJSON(tc.in)
-		got := ""
-		if ok {
-			got = jsonOf(t, v)
-		}
-		if got != tc.want {
-			t.Errorf("completePartialJSON(%q) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
 }

@@ -204,10 +204,31 @@ func TestPluginDescribes(t *testing.T) {
 	}
 	// Without the models key granted, the default models are served.
 	r, _ = loadPlugin(t, srv.URL, nil)
-	for _, name := range strings.Split(defaultModels, ",") {
+	for _, name := range defaults.Models {
 		if _, err := r.LookupModel("anthropic/" + name); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestNoAPIKey checks that an empty apiKeySecret sends no key (a gateway that adds it)
+// and asks for no secret.
+func TestNoAPIKey(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if k, ok := r.Header["X-Api-Key"]; ok {
+			t.Errorf("x-api-key sent: %q", k)
+		}
+		replyJSON(200, message("end_turn", textBlock("via the gateway")))(w)
+	}))
+	defer srv.Close()
+	r, p := loadPlugin(t, srv.URL, map[string]string{"apiKeySecret": ""})
+	if s := p.Descriptor().Capabilities.Secrets; len(s) != 0 {
+		t.Errorf("secrets = %v", s)
+	}
+	text, err := agent.GenerateText(context.Background(), r, agent.WithModelName("anthropic/claude-sonnet-4-5"), agent.WithPrompt("hi"))
+	if err != nil || text != "via the gateway" {
+		t.Errorf("text %q, err %v", text, err)
 	}
 }
 

@@ -4,13 +4,15 @@
 //
 // # Configuration
 //
-// Config keys (a key the manifest does not grant, or grants empty, takes its default):
+// Config keys (a key the manifest does not grant, and an empty baseURL or models,
+// takes its default):
 //
 //   - baseURL: the API's base URL, default https://api.anthropic.com/v1;
 //   - models: the model names to serve, comma-separated (duplicates ignored), default
 //     "claude-sonnet-4-5,claude-opus-4-1,claude-haiku-4-5";
-//   - apiKeySecret: the secret holding the API key, default ANTHROPIC_API_KEY. The plugin
-//     never reads it: the host injects it into the x-api-key header.
+//   - apiKeySecret: the secret holding the API key, default ANTHROPIC_API_KEY; empty,
+//     no key is sent (a gateway that adds it). The plugin never reads it: the host
+//     injects it into the x-api-key header.
 //
 // The descriptor asks for the host of baseURL and the secret named by apiKeySecret
 // (api.anthropic.com and ANTHROPIC_API_KEY by default), and for the three config keys.
@@ -65,84 +67,33 @@
 //
 // # Errors
 //
-// HTTP errors carry the API's message and the status: 400 and 422 are invalid_input,
-// 401 and 403 permission_denied, 404 not_found, 413 and 429 limit_exceeded, 5xx
-// (529 overloaded included) unavailable; retry-after (seconds or an HTTP date) becomes
-// retryAfter. A failed connection, and an error event in the middle of a stream, are
-// unavailable.
+// HTTP errors carry the API's message and the status: 401, 402 and 403 are
+// permission_denied, 404 not_found, 413 and 429 limit_exceeded, 408, 409, 425 and 5xx
+// (529 overloaded included) unavailable, other 4xx invalid_input; retry-after (seconds
+// or an HTTP date) becomes retryAfter. A failed connection, and an error event in the
+// middle of a stream, are unavailable.
 //
 // Build it with: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o anthropic.wasm .
 package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"io"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/sdk"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
-// The defaults of the config keys.
-const (
-	defaultBaseURL      = "https://api.anthropic.com/v1"
-	defaultModels       = "claude-sonnet-4-5,claude-opus-4-1,claude-haiku-4-5"
-	defaultAPIKeySecret = "ANTHROPIC_API_KEY"
-	apiVersion          = "2023-06-01"
-)
+// apiVersion is the anthropic-version header the plugin speaks.
+const apiVersion = "2023-06-01"
 
-// settings is the plugin's configuration.
-type settings struct {
-	baseURL      string
-	models       []string
-	apiKeySecret string
-}
-
-// loadSettings reads the config keys; a key not granted (or empty) takes its default.
-func loadSettings(get func(string) (string, error)) settings {
-	val := func(key, def string) string {
-		v, err := get(key)
-		if v = strings.TrimSpace(v); err != nil || v == "" {
-			return def
-		}
-		return v
-	}
-	s := settings{
-		baseURL:      strings.TrimRight(val("baseURL", defaultBaseURL), "/"),
-		apiKeySecret: val("apiKeySecret", defaultAPIKeySecret),
-	}
-	for _, m := range strings.Split(val("models", defaultModels), ",") {
-		if m = strings.TrimSpace(m); m != "" && !slices.Contains(s.models, m) {
-			s.models = append(s.models, m)
-		}
-	}
-	return s
-}
-
-// urlHost returns the host name of an absolute URL, without port or user info.
-func urlHost(u string) string {
-	if _, rest, ok := strings.Cut(u, "://"); ok {
-		u = rest
-	}
-	if i := strings.IndexAny(u, "/?#"); i >= 0 {
-		u = u[:i]
-	}
-	if i := strings.LastIndexByte(u, '@'); i >= 0 {
-		u = u[i+1:]
-	}
-	if strings.HasPrefix(u, "[") { // an IPv6 literal
-		if i := strings.IndexByte(u, ']'); i >= 0 {
-			return u[1:i]
-		}
-	}
-	if i := strings.LastIndexByte(u, ':'); i >= 0 {
-		u = u[:i]
-	}
-	return strings.ToLower(u)
+// defaults are the plugin's settings when the manifest grants no config.
+var defaults = provider.Settings{
+	BaseURL:   "https://api.anthropic.com/v1",
+	KeySecret: "ANTHROPIC_API_KEY",
+	Models:    []string{"claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"},
 }
 
 // modelInfo is what every model of the plugin supports.
@@ -177,64 +128,48 @@ func modelInfo(name string) *abi.ModelInfo {
 }
 
 func main() {
-	s := loadSettings(sdk.Config)
-	sdk.Plugin(sdk.Info{
+	s := provider.ReadSettings(defaults)
+	provider.Serve(sdk.Info{
 		Name:        "anthropic",
 		Version:     "1.0.0",
 		Description: "Anthropic's Claude models through the Messages API.",
-		Capabilities: abi.Capabilities{
-			HTTP:    []string{urlHost(s.baseURL)},
-			Secrets: []string{s.apiKeySecret},
-			Config:  []string{"baseURL", "models", "apiKeySecret"},
-		},
-	})
-	for _, name := range s.models {
-		sdk.Model(name, modelInfo(name), func(ctx context.Context, req *abi.GenerateRequest) (*abi.GenerateResponse, error) {
-			return s.generate(ctx, name, req)
-		})
-	}
+	}, s, modelInfo, generate)
 }
 
-// maxErrorBody bounds how much of an error response is read.
-const maxErrorBody = 64 << 10
-
 // generate calls the Messages API for one request.
-func (s settings) generate(ctx context.Context, model string, req *abi.GenerateRequest) (*abi.GenerateResponse, error) {
+func generate(ctx context.Context, s provider.Settings, model string, req *abi.GenerateRequest) (*abi.GenerateResponse, error) {
+	if err := s.Validate("anthropic"); err != nil {
+		return nil, err
+	}
 	stream := sdk.Streaming(ctx)
 	body, names, err := buildRequest(model, req, stream)
 	if err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(body)
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "anthropic: encoding the request: %v", err)
+	headers := map[string]string{
+		"anthropic-version": apiVersion,
+		"content-type":      "application/json",
+		"accept":            "application/json",
+	}
+	if stream {
+		headers["accept"] = "text/event-stream"
+	}
+	if key := s.KeyPlaceholder(); key != "" {
+		headers["x-api-key"] = key
 	}
 	start := time.Now()
-	resp, err := sdk.HTTP(&sdk.HTTPRequest{
-		Method: "POST",
-		URL:    s.baseURL + "/messages",
-		Headers: map[string]string{
-			"x-api-key":         "{{secret:" + s.apiKeySecret + "}}",
-			"anthropic-version": apiVersion,
-			"content-type":      "application/json",
-			"accept":            map[bool]string{true: "text/event-stream", false: "application/json"}[stream],
-		},
-	}, data)
+	resp, err := provider.Post("anthropic", s.BaseURL+"/messages", headers, body, apiError)
 	if err != nil {
-		return nil, transportError("sending the request", err)
+		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.Status < 200 || resp.Status > 299 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, apiError(resp.Status, resp.Header, b, time.Now())
-	}
 	var out *abi.GenerateResponse
-	if stream && strings.HasPrefix(resp.Header["content-type"], "text/event-stream") {
+	if stream && provider.IsEventStream(resp.Header) {
 		out, err = readStream(resp.Body, names, sdk.StreamChunk)
 	} else {
 		var b []byte
 		if b, err = io.ReadAll(resp.Body); err != nil {
-			return nil, transportError("reading the response", err)
+			return nil, provider.TransportError("anthropic", "reading the response", err)
 		}
 		out, err = parseResponse(b, names)
 	}
@@ -243,20 +178,4 @@ func (s settings) generate(ctx context.Context, model string, req *abi.GenerateR
 	}
 	out.LatencyMs = float64(time.Since(start).Microseconds()) / 1000
 	return out, nil
-}
-
-// transportError reports a failure to reach the API or read its answer: the host's
-// error code is kept (limit_exceeded when the call's time ran out, permission_denied
-// when the host is not granted); anything else is unavailable.
-func transportError(doing string, err error) error {
-	var e *abi.Error
-	if errors.As(err, &e) {
-		c := *e
-		c.Message = "anthropic: " + doing + ": " + e.Message
-		if c.Code == "" || c.Code == abi.CodeInternal {
-			c.Code = abi.CodeUnavailable
-		}
-		return &c
-	}
-	return abi.Errorf(abi.CodeUnavailable, "anthropic: %s: %v", doing, err)
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
-	"net/url"
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 // block is one content block of the Messages API, in its JSON form.
@@ -23,21 +21,24 @@ type apiMessage struct {
 // defaultMaxTokens is max_tokens when the config sets none: the API requires it.
 const defaultMaxTokens = 4096
 
+// nameRule is the rule of the API's tool names, ^[a-zA-Z0-9_-]{1,64}$.
+var nameRule = provider.NameRule{}
+
 // buildRequest converts a generate request into the body of a Messages API request for
 // the given model, and returns the tool names it used (sanitized, with their
 // originals).
-func buildRequest(model string, req *abi.GenerateRequest, stream bool) (map[string]any, *toolNames, error) {
+func buildRequest(model string, req *abi.GenerateRequest, stream bool) (map[string]any, *provider.ToolNames, error) {
 	if req == nil {
 		return nil, nil, abi.Errorf(abi.CodeInvalidInput, "anthropic: no request")
 	}
-	config, err := configMap(req.Config)
+	config, err := provider.ConfigObject("anthropic", req.Config)
 	if err != nil {
 		return nil, nil, err
 	}
-	names := newToolNames()
+	names := provider.NewToolNames(nameRule)
 	for _, t := range req.Tools {
 		if t != nil {
-			names.add(t.Name)
+			names.API(t.Name)
 		}
 	}
 	body := map[string]any{}
@@ -84,7 +85,7 @@ func buildRequest(model string, req *abi.GenerateRequest, stream bool) (map[stri
 		if schema == nil {
 			schema = map[string]any{"type": "object"}
 		}
-		tool := map[string]any{"name": names.sanitized(t.Name), "input_schema": schema}
+		tool := map[string]any{"name": names.API(t.Name), "input_schema": schema}
 		if t.Description != "" {
 			tool["description"] = t.Description
 		}
@@ -116,26 +117,6 @@ func buildRequest(model string, req *abi.GenerateRequest, stream bool) (map[stri
 		delete(body, "stream")
 	}
 	return body, names, nil
-}
-
-// configMap returns the request's config as a JSON object (nil config: empty).
-func configMap(config any) (map[string]any, error) {
-	switch c := config.(type) {
-	case nil:
-		return map[string]any{}, nil
-	case map[string]any:
-		return c, nil
-	}
-	// A typed config (a struct from Go code): through its JSON.
-	b, err := json.Marshal(config)
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "anthropic: config: %v", err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil || m == nil {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "anthropic: config must be a JSON object, got %s", b)
-	}
-	return m, nil
 }
 
 // systemField converts the system messages' parts: a string, or text blocks when a part
@@ -181,7 +162,7 @@ func systemField(parts []*abi.Part) (any, error) {
 
 // convertMessages converts the conversation (system messages removed) into alternating
 // user and assistant messages.
-func convertMessages(msgs []*abi.Message, names *toolNames) ([]*apiMessage, error) {
+func convertMessages(msgs []*abi.Message, names *provider.ToolNames) ([]*apiMessage, error) {
 	refs := newRefs()
 	var out []*apiMessage
 	for i, m := range msgs {
@@ -250,7 +231,7 @@ func toolResultsFirst(c []block) {
 
 // convertPart converts one part of a message with the given role into a content
 // block; nil means the part is not sent.
-func convertPart(p *abi.Part, role abi.Role, names *toolNames, refs *refs, pos string) (block, error) {
+func convertPart(p *abi.Part, role abi.Role, names *provider.ToolNames, refs *refs, pos string) (block, error) {
 	if p == nil {
 		return nil, nil
 	}
@@ -280,7 +261,7 @@ func convertPart(p *abi.Part, role abi.Role, names *toolNames, refs *refs, pos s
 		b = block{
 			"type":  "tool_use",
 			"id":    refs.request(tr.Name, tr.Ref, pos),
-			"name":  names.sanitized(tr.Name),
+			"name":  names.API(tr.Name),
 			"input": toolInput(tr.Input),
 		}
 	case abi.PartToolResponse:
@@ -394,48 +375,23 @@ func mediaBlock(m *abi.Media) (block, error) {
 	if m == nil || m.URL == "" {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "anthropic: media part has no url")
 	}
-	contentType := strings.ToLower(strings.TrimSpace(m.ContentType))
+	contentType, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(m.ContentType)), ";")
 	var source block
-	if rest, ok := strings.CutPrefix(m.URL, "data:"); ok {
-		meta, payload, ok := strings.Cut(rest, ",")
-		if !ok {
-			return nil, abi.Errorf(abi.CodeInvalidInput, "anthropic: malformed data: URI")
-		}
-		params := strings.Split(meta, ";")
+	d, isData, err := provider.ParseDataURI(m.URL)
+	switch {
+	case err != nil:
+		return nil, abi.Errorf(abi.CodeInvalidInput, "anthropic: %v", err)
+	case isData:
 		if contentType == "" {
-			contentType = strings.ToLower(strings.TrimSpace(params[0]))
+			contentType = d.Type()
 		}
-		b64 := false
-		for _, p := range params[1:] {
-			if strings.EqualFold(strings.TrimSpace(p), "base64") {
-				b64 = true
-			}
-		}
-		var raw []byte
-		if b64 {
-			var err error
-			if raw, err = base64.StdEncoding.DecodeString(payload); err != nil {
-				if raw, err = base64.RawStdEncoding.DecodeString(strings.TrimRight(payload, "=")); err != nil {
-					return nil, abi.Errorf(abi.CodeInvalidInput, "anthropic: data: URI: %v", err)
-				}
-			}
+		if contentType == "text/plain" {
+			source = block{"type": "text", "media_type": "text/plain", "data": string(d.Data)}
 		} else {
-			s, err := url.PathUnescape(payload)
-			if err != nil {
-				return nil, abi.Errorf(abi.CodeInvalidInput, "anthropic: data: URI: %v", err)
-			}
-			raw = []byte(s)
+			source = block{"type": "base64", "media_type": contentType, "data": d.Base64()}
 		}
-		mediaType, _, _ := strings.Cut(contentType, ";")
-		if mediaType == "text/plain" {
-			source = block{"type": "text", "media_type": "text/plain", "data": string(raw)}
-		} else {
-			source = block{"type": "base64", "media_type": mediaType, "data": base64.StdEncoding.EncodeToString(raw)}
-		}
-		contentType = mediaType
-	} else {
+	default:
 		source = block{"type": "url", "url": m.URL}
-		contentType, _, _ = strings.Cut(contentType, ";")
 	}
 	switch {
 	case strings.HasPrefix(contentType, "image/"):
@@ -481,92 +437,16 @@ func (r *refs) response(name, ref, pos string) string {
 	return "toolu_terrarium_" + pos
 }
 
-// sanitizeID makes a ref a valid tool_use id (^[a-zA-Z0-9_-]+$).
+// sanitizeID makes a ref a valid tool_use id (^[a-zA-Z0-9_-]+$): any other byte
+// becomes '_'.
 func sanitizeID(ref string) string {
 	var b strings.Builder
 	for _, c := range []byte(ref) {
-		if validNameByte(c) {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
 			b.WriteByte(c)
 		} else {
 			b.WriteByte('_')
 		}
 	}
 	return b.String()
-}
-
-// toolNames maps the request's tool names to names the API accepts
-// (^[a-zA-Z0-9_-]{1,64}$) and back.
-type toolNames struct {
-	toAPI   map[string]string
-	fromAPI map[string]string
-}
-
-func newToolNames() *toolNames {
-	return &toolNames{toAPI: map[string]string{}, fromAPI: map[string]string{}}
-}
-
-// add registers a name and returns its sanitized form, unique among the names added.
-func (n *toolNames) add(name string) string {
-	if s, ok := n.toAPI[name]; ok {
-		return s
-	}
-	s := sanitizeToolName(name)
-	for i := 2; ; i++ {
-		if prev, taken := n.fromAPI[s]; !taken || prev == name {
-			break
-		}
-		suffix := fmt.Sprintf("_%d", i)
-		base := sanitizeToolName(name)
-		if len(base)+len(suffix) > 64 {
-			base = base[:64-len(suffix)]
-		}
-		s = base + suffix
-	}
-	n.toAPI[name] = s
-	n.fromAPI[s] = name
-	return s
-}
-
-// sanitized returns the API's name for a tool, registering it if needed.
-func (n *toolNames) sanitized(name string) string { return n.add(name) }
-
-// original returns the request's name for a name the API used; a name the request did
-// not offer is returned as is.
-func (n *toolNames) original(name string) string {
-	if n != nil {
-		if o, ok := n.fromAPI[name]; ok {
-			return o
-		}
-	}
-	return name
-}
-
-func validNameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-}
-
-// sanitizeToolName turns a name into ^[a-zA-Z0-9_-]{1,64}$: "/" becomes "__", any other
-// character not allowed "_"; a name too long is cut and given a hash of the whole.
-func sanitizeToolName(name string) string {
-	var b strings.Builder
-	for _, c := range []byte(name) {
-		switch {
-		case validNameByte(c):
-			b.WriteByte(c)
-		case c == '/':
-			b.WriteString("__")
-		default:
-			b.WriteByte('_')
-		}
-	}
-	s := b.String()
-	if s == "" {
-		s = "tool"
-	}
-	if len(s) > 64 {
-		h := fnv.New32a()
-		h.Write([]byte(name))
-		s = fmt.Sprintf("%s_%08x", s[:55], h.Sum32())
-	}
-	return s
 }

@@ -2,12 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 // apiResponse is a Messages API response (and the message of a stream's
@@ -91,7 +89,7 @@ type apiBlock struct {
 }
 
 // parseResponse converts a (non-streamed) Messages API response.
-func parseResponse(b []byte, names *toolNames) (*abi.GenerateResponse, error) {
+func parseResponse(b []byte, names *provider.ToolNames) (*abi.GenerateResponse, error) {
 	var r apiResponse
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, abi.Errorf(abi.CodeUnavailable, "anthropic: the response is not a message: %v", err)
@@ -138,7 +136,7 @@ func response(r *apiResponse, parts []*abi.Part, u *apiUsage) *abi.GenerateRespo
 }
 
 // blockPart converts one complete content block into a part; nil for an empty block.
-func blockPart(raw json.RawMessage, names *toolNames) (*abi.Part, error) {
+func blockPart(raw json.RawMessage, names *provider.ToolNames) (*abi.Part, error) {
 	var b apiBlock
 	if err := json.Unmarshal(raw, &b); err != nil {
 		return nil, abi.Errorf(abi.CodeUnavailable, "anthropic: a content block is malformed: %v", err)
@@ -169,7 +167,7 @@ func blockPart(raw json.RawMessage, names *toolNames) (*abi.Part, error) {
 		if input == nil {
 			input = map[string]any{}
 		}
-		return abi.NewToolRequestPart(&abi.ToolRequest{Ref: b.ID, Name: names.original(b.Name), Input: input}), nil
+		return abi.NewToolRequestPart(&abi.ToolRequest{Ref: b.ID, Name: names.Original(b.Name), Input: input}), nil
 	}
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -200,57 +198,15 @@ func finishReason(stop, sequence string) (abi.FinishReason, string) {
 }
 
 // apiError converts an HTTP error response into the protocol's error, with the API's
-// message, the status and the delay retry-after asks for.
-func apiError(status int, header map[string]string, body []byte, now time.Time) *abi.Error {
-	e := &abi.Error{Status: status}
-	switch {
-	case status == 400 || status == 422:
-		e.Code = abi.CodeInvalidInput
-	case status == 401 || status == 403:
-		e.Code = abi.CodePermissionDenied
-	case status == 404:
-		e.Code = abi.CodeNotFound
-	case status == 413 || status == 429:
-		e.Code = abi.CodeLimitExceeded
-	case status == 408 || status >= 500:
-		e.Code = abi.CodeUnavailable
-	default:
-		e.Code = abi.CodeInternal
-	}
+// message ("type: message").
+func apiError(status int, header map[string]string, body []byte) *abi.Error {
 	var r apiResponse
-	msg := ""
+	msg := provider.ErrorText(body)
 	if json.Unmarshal(body, &r) == nil && r.Error != nil && r.Error.Message != "" {
 		msg = r.Error.Message
 		if r.Error.Type != "" {
 			msg = r.Error.Type + ": " + msg
 		}
-	} else if t := strings.TrimSpace(string(body)); t != "" {
-		if len(t) > 512 {
-			t = t[:512] + "..."
-		}
-		msg = t
-	} else {
-		msg = fmt.Sprintf("HTTP status %d", status)
 	}
-	e.Message = "anthropic: " + msg
-	e.RetryAfter = retryAfter(header["retry-after"], now)
-	return e
-}
-
-// retryAfter parses a retry-after header, in seconds or an HTTP date; 0 when absent or
-// not understood.
-func retryAfter(v string, now time.Time) float64 {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		return max(s, 0)
-	}
-	for _, layout := range []string{time.RFC1123, time.RFC850, time.ANSIC} {
-		if t, err := time.Parse(layout, v); err == nil {
-			return max(t.Sub(now).Seconds(), 0)
-		}
-	}
-	return 0
+	return provider.HTTPError("anthropic", status, msg, header)
 }

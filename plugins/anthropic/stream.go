@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 	"github.com/terrarium-ai/terrarium/sdk/sse"
 )
 
@@ -51,7 +52,7 @@ type streamBlock struct {
 // streamer turns the events of a streamed message into chunks and, at its end, the
 // response.
 type streamer struct {
-	names   *toolNames
+	names   *provider.ToolNames
 	emit    func(*abi.GenerateResponseChunk) error
 	msg     apiResponse
 	usage   apiUsage
@@ -62,7 +63,7 @@ type streamer struct {
 
 // readStream reads a streamed message from body, passing each delta to emit as it
 // arrives, and returns the whole response.
-func readStream(body io.Reader, names *toolNames, emit func(*abi.GenerateResponseChunk) error) (*abi.GenerateResponse, error) {
+func readStream(body io.Reader, names *provider.ToolNames, emit func(*abi.GenerateResponseChunk) error) (*abi.GenerateResponse, error) {
 	s := &streamer{names: names, emit: emit, blocks: map[int]*streamBlock{}}
 	r := sse.NewReader(body)
 	for !s.stopped {
@@ -71,7 +72,7 @@ func readStream(body io.Reader, names *toolNames, emit func(*abi.GenerateRespons
 			break
 		}
 		if err != nil {
-			return nil, transportError("reading the stream", err)
+			return nil, provider.TransportError("anthropic", "reading the stream", err)
 		}
 		if err := s.event(ev); err != nil {
 			return nil, err
@@ -155,7 +156,7 @@ func (s *streamer) blockStart(i int, raw json.RawMessage) error {
 			return s.send(b, abi.NewReasoningPart(ab.Thinking))
 		}
 	case "tool_use":
-		b.ref, b.name = ab.ID, s.names.original(ab.Name)
+		b.ref, b.name = ab.ID, s.names.Original(ab.Name)
 		return s.send(b, abi.NewToolRequestPart(&abi.ToolRequest{Ref: b.ref, Name: b.name, Partial: true}))
 	default:
 		if err := json.Unmarshal(raw, &b.raw); err != nil || b.raw == nil {
@@ -193,7 +194,7 @@ func (s *streamer) blockDelta(i int, d *streamDelta) error {
 		if b.typ != "tool_use" {
 			return nil
 		}
-		input, ok := completePartialJSON(b.json.String())
+		input, ok := provider.RepairJSON(b.json.String())
 		if !ok {
 			return nil // nothing whole enough to show yet
 		}

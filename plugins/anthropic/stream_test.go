@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 // sseEvent formats one server-sent event as the Messages API sends it.
@@ -38,8 +39,8 @@ var toolStream = []string{
 }
 
 func TestReadStream(t *testing.T) {
-	names := newToolNames()
-	names.add("calculator/calc")
+	names := provider.NewToolNames(nameRule)
+	names.API("calculator/calc")
 	var chunks []string
 	resp, err := readStream(strings.NewReader(strings.Join(toolStream, "")), names, func(c *abi.GenerateResponseChunk) error {
 		if c.Role != abi.RoleModel || len(c.Content) != 1 {
@@ -92,7 +93,7 @@ func TestReadStreamOtherBlocksAndFailures(t *testing.T) {
 		sseEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":3}}`) +
 		sseEvent("message_stop", `{"type":"message_stop"}`)
 	n := 0
-	resp, err := readStream(strings.NewReader(stream), newToolNames(), func(*abi.GenerateResponseChunk) error { n++; return nil })
+	resp, err := readStream(strings.NewReader(stream), provider.NewToolNames(nameRule), func(*abi.GenerateResponseChunk) error { n++; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,14 +117,14 @@ func TestReadStreamOtherBlocksAndFailures(t *testing.T) {
 			sseEvent("content_block_stop", `{"type":"content_block_stop","index":0}`), abi.CodeUnavailable, "not JSON"},
 		"delta before start": {start + sseEvent("content_block_delta", `{"type":"content_block_delta","index":4,"delta":{"type":"text_delta","text":"x"}}`), abi.CodeUnavailable, "has not started"},
 	} {
-		_, err := readStream(strings.NewReader(tc.stream), newToolNames(), func(*abi.GenerateResponseChunk) error { return nil })
+		_, err := readStream(strings.NewReader(tc.stream), provider.NewToolNames(nameRule), func(*abi.GenerateResponseChunk) error { return nil })
 		if !isCode(err, tc.code) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: %v, want %s containing %q", name, err, tc.code, tc.msg)
 		}
 	}
 	// A caller that stops listening stops the stream.
 	stop := abi.Errorf(abi.CodeInternal, "stop")
-	if _, err := readStream(strings.NewReader(strings.Join(toolStream, "")), newToolNames(), func(*abi.GenerateResponseChunk) error { return stop }); err != stop {
+	if _, err := readStream(strings.NewReader(strings.Join(toolStream, "")), provider.NewToolNames(nameRule), func(*abi.GenerateResponseChunk) error { return stop }); err != stop {
 		t.Errorf("emit error: %v", err)
 	}
 }

@@ -33,50 +33,12 @@ func sameJSON(t *testing.T, got, want string) bool {
 	return reflect.DeepEqual(g, w)
 }
 
-func TestSanitizeName(t *testing.T) {
-	for in, want := range map[string]string{
-		"weather":               "weather",
-		"weather/now":           "weather__now",
-		"a/b/c":                 "a__b__c",
-		"calc.v2:run-x":         "calc.v2:run-x",
-		"héllo wörld":           "h_llo_w_rld",
-		"1tool":                 "_1tool",
-		"":                      "_",
-		"-x":                    "_-x",
-		strings.Repeat("x", 70): strings.Repeat("x", 64),
-	} {
-		if got := sanitizeName(in); got != want {
-			t.Errorf("sanitizeName(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestNamesMapBackAndAvoidCollisions(t *testing.T) {
-	long := strings.Repeat("y", 70)
-	n := newNames([]*abi.ToolDefinition{{Name: "a/b"}, {Name: "a__b"}, {Name: long}, {Name: long + "z"}, {Name: "plain"}})
-	for name, want := range map[string]string{"a/b": "a__b", "a__b": "a__b_2", long: strings.Repeat("y", 64), long + "z": strings.Repeat("y", 62) + "_2", "plain": "plain"} {
-		if got := n.gemini(name); got != want {
-			t.Errorf("gemini(%q) = %q, want %q", name, got, want)
-		}
-		if back := n.original(want); back != name {
-			t.Errorf("original(%q) = %q, want %q", want, back, name)
-		}
-	}
-	// A name Gemini made up is kept; a history name is sanitized and mapped back too.
-	if n.original("unknown_fn") != "unknown_fn" {
-		t.Error("an unknown name changed")
-	}
-	if g := n.gemini("old/tool"); g != "old__tool" || n.original(g) != "old/tool" {
-		t.Errorf("history name = %q", g)
-	}
-}
-
 func TestModelNames(t *testing.T) {
-	got := modelNames(" gemini-2.5-flash, ,models/gemini-3-pro-preview,gemini-2.5-flash,")
+	got := modelNames([]string{"gemini-2.5-flash", "models/gemini-3-pro-preview", "models/gemini-2.5-flash"})
 	if !slices.Equal(got, []string{"gemini-2.5-flash", "gemini-3-pro-preview"}) {
 		t.Errorf("modelNames = %q", got)
 	}
-	if got := modelNames(defaultModels); !slices.Equal(got, []string{"gemini-2.5-flash", "gemini-2.5-pro"}) {
+	if got := modelNames(defaults.Models); !slices.Equal(got, []string{"gemini-2.5-flash", "gemini-2.5-pro"}) {
 		t.Errorf("default models = %q", got)
 	}
 }
@@ -441,14 +403,6 @@ func TestCollectIgnoresAStrayEndOfCall(t *testing.T) {
 	}
 }
 
-func TestValidSecretName(t *testing.T) {
-	for name, want := range map[string]bool{"GEMINI_API_KEY": true, "key.v2-x": true, "": false, "A B": false, "x}}": false} {
-		if validSecretName(name) != want {
-			t.Errorf("validSecretName(%q) != %v", name, want)
-		}
-	}
-}
-
 func TestParseJSONPath(t *testing.T) {
 	got, err := parseJSONPath(`$.a.b[2]['c]d']["e"]`)
 	want := []pathElem{{key: "a", isKey: true}, {key: "b", isKey: true}, {index: 2}, {key: "c]d", isKey: true}, {key: "e", isKey: true}}
@@ -489,20 +443,20 @@ func TestHTTPError(t *testing.T) {
 		body       string
 		want       abi.Error
 	}{
-		{400, "", `{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT"}}`, abi.Error{Code: "invalid_input", Status: 400, Message: "API key not valid."}},
-		{401, "", `{"error":{"code":401,"message":"no creds","status":"UNAUTHENTICATED"}}`, abi.Error{Code: "permission_denied", Status: 401, Message: "no creds"}},
-		{403, "", `{"error":{"code":403,"message":"denied","status":"PERMISSION_DENIED"}}`, abi.Error{Code: "permission_denied", Status: 403, Message: "denied"}},
-		{404, "", `{"error":{"code":404,"message":"models/x is not found","status":"NOT_FOUND"}}`, abi.Error{Code: "not_found", Status: 404, Message: "models/x is not found"}},
+		{400, "", `{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT"}}`, abi.Error{Code: "invalid_input", Status: 400, Message: "gemini: API key not valid."}},
+		{401, "", `{"error":{"code":401,"message":"no creds","status":"UNAUTHENTICATED"}}`, abi.Error{Code: "permission_denied", Status: 401, Message: "gemini: no creds"}},
+		{403, "", `{"error":{"code":403,"message":"denied","status":"PERMISSION_DENIED"}}`, abi.Error{Code: "permission_denied", Status: 403, Message: "gemini: denied"}},
+		{404, "", `{"error":{"code":404,"message":"models/x is not found","status":"NOT_FOUND"}}`, abi.Error{Code: "not_found", Status: 404, Message: "gemini: models/x is not found"}},
 		{429, "", `{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure"},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"15s"}]}}`,
-			abi.Error{Code: "limit_exceeded", Status: 429, Message: "quota", RetryAfter: 15}},
+			abi.Error{Code: "limit_exceeded", Status: 429, Message: "gemini: quota", RetryAfter: 15}},
 		{429, "7", `{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"15s"}]}}`,
-			abi.Error{Code: "limit_exceeded", Status: 429, Message: "quota", RetryAfter: 7}},
-		{429, "", `{"error":{"code":429,"message":"q","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"0.5s"}]}}`, abi.Error{Code: "limit_exceeded", Status: 429, Message: "q", RetryAfter: 0.5}},
-		{500, "", `{"error":{"code":500,"message":"internal","status":"INTERNAL"}}`, abi.Error{Code: "unavailable", Status: 500, Message: "internal"}},
-		{503, "", `{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}`, abi.Error{Code: "unavailable", Status: 503, Message: "The model is overloaded."}},
-		{502, "", `<html>Bad Gateway</html>`, abi.Error{Code: "unavailable", Status: 502, Message: "<html>Bad Gateway</html>"}},
-		{504, "", ``, abi.Error{Code: "unavailable", Status: 504, Message: "HTTP 504"}},
-		{400, "", `[{"error":{"code":400,"message":"listed","status":"INVALID_ARGUMENT"}}]`, abi.Error{Code: "invalid_input", Status: 400, Message: "listed"}},
+			abi.Error{Code: "limit_exceeded", Status: 429, Message: "gemini: quota", RetryAfter: 7}},
+		{429, "", `{"error":{"code":429,"message":"q","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"0.5s"}]}}`, abi.Error{Code: "limit_exceeded", Status: 429, Message: "gemini: q", RetryAfter: 0.5}},
+		{500, "", `{"error":{"code":500,"message":"internal","status":"INTERNAL"}}`, abi.Error{Code: "unavailable", Status: 500, Message: "gemini: internal"}},
+		{503, "", `{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}`, abi.Error{Code: "unavailable", Status: 503, Message: "gemini: The model is overloaded."}},
+		{502, "", `<html>Bad Gateway</html>`, abi.Error{Code: "unavailable", Status: 502, Message: "gemini: <html>Bad Gateway</html>"}},
+		{504, "", ``, abi.Error{Code: "unavailable", Status: 504, Message: "gemini: HTTP status 504"}},
+		{400, "", `[{"error":{"code":400,"message":"listed","status":"INVALID_ARGUMENT"}}]`, abi.Error{Code: "invalid_input", Status: 400, Message: "gemini: listed"}},
 	} {
 		got := httpError(tc.status, map[string]string{"retry-after": tc.retryAfter}, []byte(tc.body))
 		if *got != tc.want {
@@ -510,7 +464,7 @@ func TestHTTPError(t *testing.T) {
 		}
 	}
 	// An error event in a stream carries its code, or its status name.
-	e := (&apiError{Message: "slow down", Status: "RESOURCE_EXHAUSTED"}).toABI(0, "")
+	e := (&apiError{Message: "slow down", Status: "RESOURCE_EXHAUSTED"}).toABI(0, nil)
 	if e.Code != abi.CodeLimitExceeded || e.Status != 429 {
 		t.Errorf("event error = %+v", e)
 	}

@@ -12,14 +12,15 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/sdk"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 	"github.com/terrarium-ai/terrarium/sdk/sse"
 )
 
-// maxErrorBody bounds how much of an error response is read.
-const maxErrorBody = 64 << 10
-
 // generate serves one model request.
-func generate(ctx context.Context, model string, req *abi.GenerateRequest) (*abi.GenerateResponse, error) {
+func generate(ctx context.Context, s provider.Settings, model string, req *abi.GenerateRequest) (*abi.GenerateResponse, error) {
+	if err := s.Validate("gemini"); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	ar, err := buildRequest(req)
 	if err != nil {
@@ -28,34 +29,18 @@ func generate(ctx context.Context, model string, req *abi.GenerateRequest) (*abi
 	if ar.model != "" {
 		model = ar.model
 	}
-	body, err := json.Marshal(ar.body)
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "encoding the Gemini request: %v", err)
-	}
 	stream := sdk.Streaming(ctx)
-	url := endpoint(config("baseURL", defaultBaseURL), model, stream)
-	secret := config("apiKeySecret", defaultAPIKeySecret)
-	if !validSecretName(secret) {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "config apiKeySecret %q: want a secret name (letters, digits, '_', '.' and '-')", secret)
+	headers := map[string]string{"Content-Type": "application/json"}
+	if key := s.KeyPlaceholder(); key != "" {
+		headers["x-goog-api-key"] = key
 	}
-	resp, err := sdk.HTTP(&sdk.HTTPRequest{
-		Method: "POST",
-		URL:    url,
-		Headers: map[string]string{
-			"Content-Type":   "application/json",
-			"x-goog-api-key": "{{secret:" + secret + "}}",
-		},
-	}, body)
+	resp, err := provider.Post("gemini", endpoint(s.BaseURL, model, stream), headers, ar.body, httpError)
 	if err != nil {
-		return nil, hostError(err, "calling Gemini")
+		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.Status < 200 || resp.Status > 299 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, httpError(resp.Status, resp.Header, b)
-	}
 	c := newCollector(ar.names)
-	if stream && strings.Contains(resp.Header["content-type"], "event-stream") {
+	if stream && provider.IsEventStream(resp.Header) {
 		err = readStream(resp.Body, c)
 	} else {
 		err = readWhole(resp.Body, c, stream)
@@ -66,19 +51,6 @@ func generate(ctx context.Context, model string, req *abi.GenerateRequest) (*abi
 	out := c.response()
 	out.LatencyMs = float64(time.Since(start).Microseconds()) / 1000
 	return out, nil
-}
-
-// validSecretName reports whether name can be used in a {{secret:NAME}} placeholder.
-func validSecretName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // endpoint returns the URL of the model's generateContent method, or of its
@@ -105,7 +77,7 @@ func readStream(body io.Reader, c *collector) error {
 			return nil
 		}
 		if err != nil {
-			return hostError(err, "reading Gemini's stream")
+			return provider.TransportError("gemini", "reading the stream", err)
 		}
 		data := strings.TrimSpace(ev.Data)
 		if data == "" || data == "[DONE]" {
@@ -122,7 +94,7 @@ func readStream(body io.Reader, c *collector) error {
 func readWhole(body io.Reader, c *collector, stream bool) error {
 	b, err := io.ReadAll(body)
 	if err != nil {
-		return hostError(err, "reading Gemini's response")
+		return provider.TransportError("gemini", "reading the response", err)
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '[' {
@@ -148,7 +120,7 @@ func emit(c *collector, data []byte, stream bool) error {
 		return abi.Errorf(abi.CodeUnavailable, "gemini sent an invalid response: %v", err)
 	}
 	if r.Error != nil {
-		return r.Error.toABI(r.Error.Code, "")
+		return r.Error.toABI(r.Error.Code, nil)
 	}
 	parts, err := c.add(&r)
 	if err != nil {
@@ -179,7 +151,7 @@ type apiError struct {
 }
 
 // httpError converts an HTTP error response into a protocol error with its status, the
-// API's message and, for 429 and 503, the delay the API asks for.
+// API's message and the delay the API asks for.
 func httpError(status int, header map[string]string, body []byte) *abi.Error {
 	var env struct {
 		Error *apiError `json:"error"`
@@ -195,21 +167,14 @@ func httpError(status int, header map[string]string, body []byte) *abi.Error {
 	}
 	e := env.Error
 	if e == nil {
-		text := strings.TrimSpace(string(body))
-		if len(text) > 500 {
-			text = text[:500] + "..."
-		}
-		if text == "" {
-			text = "HTTP " + strconv.Itoa(status)
-		}
-		e = &apiError{Message: text}
+		e = &apiError{Message: provider.ErrorText(body)}
 	}
-	return e.toABI(status, header["retry-after"])
+	return e.toABI(status, header)
 }
 
-// toABI converts the error for an HTTP status; retryAfter is the Retry-After header,
-// if any, which wins over the details' RetryInfo.
-func (e *apiError) toABI(status int, retryAfter string) *abi.Error {
+// toABI converts the error for an HTTP status (0: the one its canonical status says)
+// and the response's headers, whose Retry-After wins over the details' RetryInfo.
+func (e *apiError) toABI(status int, header map[string]string) *abi.Error {
 	if status == 0 {
 		status = statusOf(e.Status)
 	}
@@ -217,33 +182,13 @@ func (e *apiError) toABI(status int, retryAfter string) *abi.Error {
 	if msg == "" {
 		msg = e.Status
 	}
-	if msg == "" {
-		msg = "HTTP " + strconv.Itoa(status)
-	}
-	out := &abi.Error{Code: codeOf(status), Message: msg, Status: status}
-	if d, ok := parseRetryAfter(retryAfter); ok {
-		out.RetryAfter = d
-	} else if d, ok := retryInfo(e.Details); ok {
-		out.RetryAfter = d
+	out := provider.HTTPError("gemini", status, msg, header)
+	if out.RetryAfter == 0 {
+		if d, ok := retryInfo(e.Details); ok {
+			out.RetryAfter = d
+		}
 	}
 	return out
-}
-
-// codeOf maps an HTTP status to an error code.
-func codeOf(status int) abi.ErrorCode {
-	switch {
-	case status == 401 || status == 403:
-		return abi.CodePermissionDenied
-	case status == 404:
-		return abi.CodeNotFound
-	case status == 429:
-		return abi.CodeLimitExceeded
-	case status == 408 || status == 409 || status == 425 || status >= 500:
-		return abi.CodeUnavailable
-	case status >= 400:
-		return abi.CodeInvalidInput
-	}
-	return abi.CodeInternal
 }
 
 // statusOf maps the canonical status of an error event to its HTTP status.
@@ -269,24 +214,6 @@ func statusOf(s string) int {
 	return 500
 }
 
-// httpDate is the format of a Retry-After date (RFC 9110).
-const httpDate = "Mon, 02 Jan 2006 15:04:05 GMT"
-
-// parseRetryAfter reads a Retry-After header: seconds, or a date.
-func parseRetryAfter(v string) (float64, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-		return s, true
-	}
-	if t, err := time.Parse(httpDate, v); err == nil {
-		return max(time.Until(t).Seconds(), 0), true
-	}
-	return 0, false
-}
-
 // retryInfo finds the retryDelay of a google.rpc.RetryInfo among error details: a
 // duration like "15s" or "0.5s" (or {"seconds", "nanos"}).
 func retryInfo(details []map[string]any) (float64, bool) {
@@ -310,17 +237,6 @@ func retryInfo(details []map[string]any) (float64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// hostError wraps an error of a host function, keeping its code (unavailable for a
-// service that could not be reached, limit_exceeded when the call's time ran out,
-// permission_denied for a host or secret not granted).
-func hostError(err error, what string) error {
-	var e *abi.Error
-	if errors.As(err, &e) {
-		return &abi.Error{Code: e.Code, Message: what + ": " + e.Message, Status: e.Status, RetryAfter: e.RetryAfter}
-	}
-	return abi.Errorf(abi.CodeUnavailable, "%s: %v", what, err)
 }
 
 // asInvalid reports a request that cannot be converted as invalid input.

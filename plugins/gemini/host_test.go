@@ -545,14 +545,14 @@ func TestGenerateErrors(t *testing.T) {
 		model string
 		want  abi.Error
 	}{
-		{"bad-request", abi.Error{Code: abi.CodeInvalidInput, Status: 400, Message: "Invalid value at 'generation_config.temperature'"}},
-		{"unauthorized", abi.Error{Code: abi.CodePermissionDenied, Status: 401, Message: "Request had invalid authentication credentials."}},
-		{"forbidden", abi.Error{Code: abi.CodePermissionDenied, Status: 403, Message: "Method doesn't allow unregistered callers."}},
-		{"gemini-9", abi.Error{Code: abi.CodeNotFound, Status: 404, Message: "models/gemini-9 is not found for API version v1beta, or is not supported for generateContent."}},
-		{"quota", abi.Error{Code: abi.CodeLimitExceeded, Status: 429, Message: "You exceeded your current quota.", RetryAfter: 15}},
-		{"quota-header", abi.Error{Code: abi.CodeLimitExceeded, Status: 429, Message: "Resource has been exhausted (e.g. check quota).", RetryAfter: 7}},
-		{"internal", abi.Error{Code: abi.CodeUnavailable, Status: 500, Message: "An internal error has occurred."}},
-		{"overloaded", abi.Error{Code: abi.CodeUnavailable, Status: 503, Message: "The model is overloaded. Please try again later."}},
+		{"bad-request", abi.Error{Code: abi.CodeInvalidInput, Status: 400, Message: "gemini: Invalid value at 'generation_config.temperature'"}},
+		{"unauthorized", abi.Error{Code: abi.CodePermissionDenied, Status: 401, Message: "gemini: Request had invalid authentication credentials."}},
+		{"forbidden", abi.Error{Code: abi.CodePermissionDenied, Status: 403, Message: "gemini: Method doesn't allow unregistered callers."}},
+		{"gemini-9", abi.Error{Code: abi.CodeNotFound, Status: 404, Message: "gemini: models/gemini-9 is not found for API version v1beta, or is not supported for generateContent."}},
+		{"quota", abi.Error{Code: abi.CodeLimitExceeded, Status: 429, Message: "gemini: You exceeded your current quota.", RetryAfter: 15}},
+		{"quota-header", abi.Error{Code: abi.CodeLimitExceeded, Status: 429, Message: "gemini: Resource has been exhausted (e.g. check quota).", RetryAfter: 7}},
+		{"internal", abi.Error{Code: abi.CodeUnavailable, Status: 500, Message: "gemini: An internal error has occurred."}},
+		{"overloaded", abi.Error{Code: abi.CodeUnavailable, Status: 503, Message: "gemini: The model is overloaded. Please try again later."}},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			_, err := agent.Generate(t.Context(), r, agent.WithModelName("gemini/"+tc.model), agent.WithPrompt("hi"))
@@ -579,7 +579,7 @@ func TestGenerateErrors(t *testing.T) {
 		if !slices.Equal(got, []string{"Hel"}) {
 			t.Errorf("chunks = %q", got)
 		}
-		check(t, last, abi.Error{Code: abi.CodeUnavailable, Status: 503, Message: "The model is overloaded."})
+		check(t, last, abi.Error{Code: abi.CodeUnavailable, Status: 503, Message: "gemini: The model is overloaded."})
 	})
 	t.Run("unreachable", func(t *testing.T) {
 		dead := httptest.NewServer(http.NotFoundHandler())
@@ -651,28 +651,37 @@ func TestAPIKeySecretFromConfig(t *testing.T) {
 	t.Parallel()
 	var key atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key.Store(r.Header.Get("x-goog-api-key"))
+		key.Store(strings.Join(r.Header.Values("x-goog-api-key"), ","))
 		reply(w, `{"candidates":[{"content":{"parts":[{"text":"ok"}],"role":"model"},"finishReason":"STOP","index":0}]}`)
 	}))
 	defer srv.Close()
-	r := agent.NewRegistry()
-	h, err := host.New(r, host.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
-	if _, err := h.LoadFile(t.Context(), pluginbuild.ForTest(t, "."), host.Manifest{
-		HTTP:    []string{"127.0.0.1"},
-		Config:  map[string]string{"baseURL": srv.URL + "/v1beta", "apiKeySecret": "TEAM_GEMINI_KEY"},
-		Secrets: map[string]host.Secret{"TEAM_GEMINI_KEY": {Value: "team-key"}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := agent.Generate(t.Context(), r, agent.WithModelName("gemini/gemini-2.5-flash"), agent.WithPrompt("hi")); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := key.Load().(string); got != "team-key" {
-		t.Errorf("key = %q", got)
+	// The secret apiKeySecret names is asked for and sent; an empty apiKeySecret sends
+	// no key and asks for no secret.
+	for _, tc := range []struct{ secret, key, capabilities string }{
+		{"TEAM_GEMINI_KEY", "team-key", `{"http":["127.0.0.1"],"config":["baseURL","models","apiKeySecret"],"secrets":["TEAM_GEMINI_KEY"]}`},
+		{"", "", `{"http":["127.0.0.1"],"config":["baseURL","models","apiKeySecret"]}`},
+	} {
+		r := agent.NewRegistry()
+		h, err := host.New(r, host.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		p, err := h.LoadFile(t.Context(), pluginbuild.ForTest(t, "."), host.Manifest{
+			HTTP:    []string{"127.0.0.1"},
+			Config:  map[string]string{"baseURL": srv.URL + "/v1beta", "apiKeySecret": tc.secret},
+			Secrets: map[string]host.Secret{"TEAM_GEMINI_KEY": {Value: "team-key"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSON(t, "capabilities", p.Descriptor().Capabilities, tc.capabilities)
+		if _, err := agent.Generate(t.Context(), r, agent.WithModelName("gemini/gemini-2.5-flash"), agent.WithPrompt("hi")); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := key.Load().(string); got != tc.key {
+			t.Errorf("apiKeySecret %q: key = %q, want %q", tc.secret, got, tc.key)
+		}
 	}
 }
 

@@ -9,12 +9,18 @@
 //
 // # Config
 //
-// Read with config_get; a key the manifest does not grant takes its default:
+// Read with config_get; a key the manifest does not grant, and an empty baseURL or
+// models, takes its default:
 //
 //   - baseURL: the API's base URL (default https://generativelanguage.googleapis.com/v1beta);
 //   - models: the models to serve, comma-separated (default
-//     "gemini-2.5-flash,gemini-2.5-pro"), each registered as /model/gemini/<name>;
-//   - apiKeySecret: the secret holding the API key (default GEMINI_API_KEY).
+//     "gemini-2.5-flash,gemini-2.5-pro"), each registered as /model/gemini/<name> (a
+//     "models/" prefix, the API's resource name, dropped);
+//   - apiKeySecret: the secret holding the API key (default GEMINI_API_KEY); empty, no
+//     key is sent (a gateway that adds it).
+//
+// The descriptor asks for the host of baseURL, the secret apiKeySecret names and the
+// three config keys.
 //
 // # Requests
 //
@@ -52,69 +58,49 @@
 // it arrives; function calls whose arguments are streamed (partialArgs and
 // willContinue) are streamed as partial tool requests.
 //
-// HTTP errors become protocol errors carrying the status and the API's message: 400
-// invalid_input, 401 and 403 permission_denied, 404 not_found, 429 limit_exceeded (with
-// retryAfter from the Retry-After header or the RetryInfo's retryDelay), 5xx
-// unavailable; a service that cannot be reached is unavailable.
+// HTTP errors become protocol errors carrying the status and the API's message: 401,
+// 402 and 403 permission_denied, 404 not_found, 413 and 429 limit_exceeded (with
+// retryAfter from the Retry-After header or the RetryInfo's retryDelay), 408, 409, 425
+// and 5xx unavailable, other 4xx invalid_input; a service that cannot be reached is
+// unavailable.
 //
 // Build it with: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o gemini.wasm .
 package main
 
 import (
-	"context"
+	"slices"
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/sdk"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
-// Defaults of the config keys.
-const (
-	defaultBaseURL      = "https://generativelanguage.googleapis.com/v1beta"
-	defaultModels       = "gemini-2.5-flash,gemini-2.5-pro"
-	defaultAPIKeySecret = "GEMINI_API_KEY"
-)
+// defaults are the plugin's settings when the manifest grants no config.
+var defaults = provider.Settings{
+	BaseURL:   "https://generativelanguage.googleapis.com/v1beta",
+	KeySecret: "GEMINI_API_KEY",
+	Models:    []string{"gemini-2.5-flash", "gemini-2.5-pro"},
+}
 
 func main() {
-	sdk.Plugin(sdk.Info{
+	s := provider.ReadSettings(defaults)
+	s.Models = modelNames(s.Models)
+	provider.Serve(sdk.Info{
 		Name:        "gemini",
 		Version:     "1.0.0",
 		Description: "Google Gemini models through the Gemini API (generateContent).",
-		Capabilities: abi.Capabilities{
-			HTTP:    []string{"generativelanguage.googleapis.com"},
-			Secrets: []string{defaultAPIKeySecret},
-			Config:  []string{"baseURL", "models", "apiKeySecret"},
-		},
-	})
-	for _, name := range modelNames(config("models", defaultModels)) {
-		sdk.Model(name, modelInfo(name), func(ctx context.Context, req *abi.GenerateRequest) (*abi.GenerateResponse, error) {
-			return generate(ctx, name, req)
-		})
-	}
+	}, s, modelInfo, generate)
 }
 
-// config returns the value of a config key, or def when the key is not granted or
-// empty.
-func config(key, def string) string {
-	v, err := sdk.Config(key)
-	if err != nil || strings.TrimSpace(v) == "" {
-		return def
-	}
-	return strings.TrimSpace(v)
-}
-
-// modelNames splits the models config: comma-separated names, spaces and empty entries
-// dropped, a "models/" prefix (the API's resource name) removed, duplicates once.
-func modelNames(list string) []string {
+// modelNames drops the "models/" prefix (the API's resource name) of the models'
+// names, keeping each name once.
+func modelNames(names []string) []string {
 	var out []string
-	seen := map[string]bool{}
-	for _, n := range strings.Split(list, ",") {
-		n = strings.TrimPrefix(strings.TrimSpace(n), "models/")
-		if n == "" || seen[n] {
-			continue
+	for _, n := range names {
+		if n = strings.TrimPrefix(n, "models/"); n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
 		}
-		seen[n] = true
-		out = append(out, n)
 	}
 	return out
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 // Metadata keys of parts this plugin reads and writes.
@@ -47,12 +45,12 @@ type apiRequest struct {
 	// model replaces the model's name in the URL when the config names a version.
 	model string
 	// names maps the request's tool names to Gemini's and back.
-	names *names
+	names *provider.ToolNames
 }
 
 // buildRequest converts a model request into a Gemini GenerateContentRequest.
 func buildRequest(req *abi.GenerateRequest) (*apiRequest, error) {
-	cfg, err := configMap(req.Config)
+	cfg, err := provider.ConfigObject("gemini", req.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +81,7 @@ func buildRequest(req *abi.GenerateRequest) (*apiRequest, error) {
 	if len(req.Tools) > 0 {
 		decls := make([]any, len(req.Tools))
 		for i, t := range req.Tools {
-			d := map[string]any{"name": out.names.gemini(t.Name), "description": t.Description}
+			d := map[string]any{"name": out.names.API(t.Name), "description": t.Description}
 			if t.InputSchema != nil {
 				d["parametersJsonSchema"] = cleanSchema(t.InputSchema)
 			}
@@ -204,21 +202,6 @@ func (r *apiRequest) toolConfig(choice abi.ToolChoice, override map[string]any) 
 	return nil
 }
 
-// configMap returns the request's config as an object (a copy); null is empty.
-func configMap(c any) (map[string]any, error) {
-	switch c := c.(type) {
-	case nil:
-		return map[string]any{}, nil
-	case map[string]any:
-		m := make(map[string]any, len(c))
-		for k, v := range c {
-			m[k] = v
-		}
-		return m, nil
-	}
-	return nil, abi.Errorf(abi.CodeInvalidInput, "config: want an object, got %T", c)
-}
-
 // cleanSchema returns a copy of a JSON Schema without the keys Gemini does not take at
 // its top ($schema).
 func cleanSchema(s map[string]any) map[string]any {
@@ -234,7 +217,7 @@ func cleanSchema(s map[string]any) map[string]any {
 // toContents converts the conversation (system messages removed) into Gemini
 // contents: user and model messages keep their role, tool messages become user
 // contents of function responses. Messages without content are dropped.
-func toContents(msgs []*abi.Message, n *names) ([]any, error) {
+func toContents(msgs []*abi.Message, n *provider.ToolNames) ([]any, error) {
 	// Refs the plugin made up are not sent back as ids.
 	synthetic := map[string]bool{}
 	for _, m := range msgs {
@@ -274,7 +257,7 @@ func toContents(msgs []*abi.Message, n *names) ([]any, error) {
 }
 
 // toParts converts parts into Gemini parts.
-func toParts(parts []*abi.Part, n *names, synthetic map[string]bool) ([]any, error) {
+func toParts(parts []*abi.Part, n *provider.ToolNames, synthetic map[string]bool) ([]any, error) {
 	out := make([]any, 0, len(parts))
 	for i, p := range parts {
 		if p == nil {
@@ -292,7 +275,7 @@ func toParts(parts []*abi.Part, n *names, synthetic map[string]bool) ([]any, err
 }
 
 // toPart converts one part; nil means the part has nothing to send.
-func toPart(p *abi.Part, n *names, synthetic map[string]bool) (map[string]any, error) {
+func toPart(p *abi.Part, n *provider.ToolNames, synthetic map[string]bool) (map[string]any, error) {
 	var gp map[string]any
 	switch p.Kind {
 	case abi.PartText:
@@ -312,7 +295,7 @@ func toPart(p *abi.Part, n *names, synthetic map[string]bool) (map[string]any, e
 		if tr == nil {
 			return nil, fmt.Errorf("tool request part without a request")
 		}
-		fc := map[string]any{"name": n.gemini(tr.Name)}
+		fc := map[string]any{"name": n.API(tr.Name)}
 		if tr.Input != nil {
 			fc["args"] = objectOf(tr.Input, "input")
 		}
@@ -365,7 +348,7 @@ func toPart(p *abi.Part, n *names, synthetic map[string]bool) (map[string]any, e
 // functionResponse converts a tool response: its output is the response object itself
 // when it is an object, else {"output": output}; media in its content goes into parts
 // (Gemini 3's multimodal function responses), text into the output when there is none.
-func functionResponse(tr *abi.ToolResponse, n *names, synthetic map[string]bool) (map[string]any, error) {
+func functionResponse(tr *abi.ToolResponse, n *provider.ToolNames, synthetic map[string]bool) (map[string]any, error) {
 	output := tr.Output
 	var media []any
 	var text strings.Builder
@@ -384,7 +367,7 @@ func functionResponse(tr *abi.ToolResponse, n *names, synthetic map[string]bool)
 	if output == nil && text.Len() > 0 {
 		output = text.String()
 	}
-	fr := map[string]any{"name": n.gemini(tr.Name), "response": objectOf(output, "output")}
+	fr := map[string]any{"name": n.API(tr.Name), "response": objectOf(output, "output")}
 	if tr.Ref != "" && !synthetic[tr.Ref] {
 		fr["id"] = tr.Ref
 	}
@@ -409,18 +392,21 @@ func objectOf(v any, key string) map[string]any {
 // mediaPart converts a media URL: a data: URI becomes inlineData, any other URL
 // fileData.
 func mediaPart(u, contentType string) (map[string]any, error) {
-	if rest, ok := cutPrefixFold(u, "data:"); ok {
-		mime, data, err := parseDataURI(rest)
-		if err != nil {
-			return nil, err
-		}
+	d, isData, err := provider.ParseDataURI(u)
+	if err != nil {
+		return nil, err
+	}
+	if isData {
+		// The media type keeps its parameters ("audio/L16;codec=pcm;rate=24000"), as
+		// Gemini gives them.
+		mime := d.MediaType
 		if contentType != "" {
 			mime = contentType
 		}
 		if mime == "" {
 			mime = "application/octet-stream"
 		}
-		return map[string]any{"inlineData": map[string]any{"mimeType": mime, "data": data}}, nil
+		return map[string]any{"inlineData": map[string]any{"mimeType": mime, "data": d.Base64()}}, nil
 	}
 	if u == "" {
 		return nil, fmt.Errorf("media without a url")
@@ -432,139 +418,17 @@ func mediaPart(u, contentType string) (map[string]any, error) {
 	return map[string]any{"fileData": fd}, nil
 }
 
-// parseDataURI splits what follows "data:" into the media type and the data in base64.
-func parseDataURI(rest string) (mime, b64 string, err error) {
-	head, data, ok := strings.Cut(rest, ",")
-	if !ok {
-		return "", "", fmt.Errorf("data URI without a comma")
-	}
-	// The media type keeps its parameters ("audio/L16;codec=pcm;rate=24000"), as
-	// Gemini gives them; only the base64 flag goes.
-	var kept []string
-	isBase64 := false
-	for i, p := range strings.Split(head, ";") {
-		p = strings.TrimSpace(p)
-		if i > 0 && strings.EqualFold(p, "base64") {
-			isBase64 = true
-			continue
-		}
-		if i == 0 || p != "" {
-			kept = append(kept, p)
-		}
-	}
-	mime = strings.Join(kept, ";")
-	if isBase64 {
-		// Normalise: Gemini wants standard padded base64 without spaces.
-		clean := strings.Map(func(r rune) rune {
-			if r == ' ' || r == '\n' || r == '\r' || r == '\t' {
-				return -1
-			}
-			return r
-		}, data)
-		raw, err := decodeBase64(clean)
-		if err != nil {
-			return "", "", fmt.Errorf("data URI: %v", err)
-		}
-		return mime, base64.StdEncoding.EncodeToString(raw), nil
-	}
-	raw, err := url.PathUnescape(data)
-	if err != nil {
-		return "", "", fmt.Errorf("data URI: %v", err)
-	}
-	return mime, base64.StdEncoding.EncodeToString([]byte(raw)), nil
-}
+// nameRule is the rule of Gemini's function names: letters, digits, '_', '.', ':' and
+// '-', starting with a letter or '_', at most 64 bytes.
+var nameRule = provider.NameRule{Extra: ".:", LetterFirst: true}
 
-// decodeBase64 accepts standard or URL-safe base64, padded or not.
-func decodeBase64(s string) ([]byte, error) {
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		if b, err := enc.DecodeString(s); err == nil {
-			return b, nil
-		}
-	}
-	return nil, fmt.Errorf("invalid base64")
-}
-
-func cutPrefixFold(s, prefix string) (string, bool) {
-	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
-		return s[len(prefix):], true
-	}
-	return s, false
-}
-
-// maxNameLen is the longest function name Gemini takes.
-const maxNameLen = 64
-
-// names maps tool names to Gemini function names and back. Gemini's names are letters,
-// digits, '_', '.', ':' and '-', starting with a letter or '_', at most 64 bytes.
-type names struct {
-	toGemini   map[string]string
-	fromGemini map[string]string
-}
-
-// newNames assigns Gemini names to the request's tools, in order; a sanitized name
-// already taken gets a suffix ("_2", "_3", ...).
-func newNames(tools []*abi.ToolDefinition) *names {
-	n := &names{toGemini: map[string]string{}, fromGemini: map[string]string{}}
+// newNames assigns Gemini names to the request's tools, in order.
+func newNames(tools []*abi.ToolDefinition) *provider.ToolNames {
+	n := provider.NewToolNames(nameRule)
 	for _, t := range tools {
 		if t != nil {
-			n.assign(t.Name)
+			n.API(t.Name)
 		}
 	}
 	return n
-}
-
-func (n *names) assign(name string) string {
-	if g, ok := n.toGemini[name]; ok {
-		return g
-	}
-	base := sanitizeName(name)
-	g := base
-	for i := 2; ; i++ {
-		if _, taken := n.fromGemini[g]; !taken {
-			break
-		}
-		suffix := "_" + strconv.Itoa(i)
-		g = base[:min(len(base), maxNameLen-len(suffix))] + suffix
-	}
-	n.toGemini[name] = g
-	n.fromGemini[g] = name
-	return g
-}
-
-// gemini returns the Gemini name of a tool (a tool of the request, or one named in
-// the history).
-func (n *names) gemini(name string) string { return n.assign(name) }
-
-// original returns the tool name behind a Gemini function name; a name the plugin did
-// not assign is returned as is.
-func (n *names) original(g string) string {
-	if name, ok := n.fromGemini[g]; ok {
-		return name
-	}
-	return g
-}
-
-// sanitizeName makes a tool name acceptable to Gemini: "/" becomes "__", any other
-// character Gemini refuses "_", a name not starting with a letter or '_' gets a
-// leading '_', and the result is cut to 64 bytes.
-func sanitizeName(name string) string {
-	var b strings.Builder
-	for _, r := range name {
-		switch {
-		case r == '/':
-			b.WriteString("__")
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '.', r == ':', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	s := b.String()
-	if s == "" || !(s[0] == '_' || s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z') {
-		s = "_" + s
-	}
-	if len(s) > maxNameLen {
-		s = s[:maxNameLen]
-	}
-	return s
 }

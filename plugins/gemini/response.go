@@ -7,6 +7,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/sdk"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 // apiResponse is a GenerateContentResponse: the answer of generateContent, and each
@@ -54,7 +55,7 @@ type usageMetadata struct {
 // add converts each into the parts it brings, which a streaming model forwards as a
 // chunk; response builds the whole.
 type collector struct {
-	names *names
+	names *provider.ToolNames
 	acc   abi.Accumulator
 	// calls counts the function calls begun, for the refs of calls without an id.
 	calls int
@@ -76,7 +77,7 @@ type openCall struct {
 	continuing map[string]bool
 }
 
-func newCollector(n *names) *collector {
+func newCollector(n *provider.ToolNames) *collector {
 	return &collector{names: n, custom: map[string]any{}}
 }
 
@@ -195,7 +196,7 @@ func (c *collector) functionCall(fc map[string]any, md map[string]any) ([]*abi.P
 	partial, _ := fc["partialArgs"].([]any)
 	args := fc["args"]
 
-	if o := c.open; o != nil && (name == "" || c.names.original(name) == o.name) && (id == "" || id == o.id) {
+	if o := c.open; o != nil && (name == "" || c.names.Original(name) == o.name) && (id == "" || id == o.id) {
 		if md != nil && o.metadata[mdThoughtSignature] == nil {
 			o.metadata = mergeMD(o.metadata, md)
 		}
@@ -214,7 +215,7 @@ func (c *collector) functionCall(fc map[string]any, md map[string]any) ([]*abi.P
 	}
 	index := c.calls
 	c.calls++
-	original := c.names.original(name)
+	original := c.names.Original(name)
 	ref := id
 	if ref == "" {
 		ref = original + "-" + strconv.Itoa(index)

@@ -6,9 +6,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 // jsonEqual compares two values by their JSON.
@@ -27,56 +27,6 @@ func jsonEqual(t *testing.T, what string, got any, want string) {
 	}
 	if !reflect.DeepEqual(gv, wv) {
 		t.Errorf("%s =\n%s\nwant\n%s", what, g, want)
-	}
-}
-
-func TestSanitizeName(t *testing.T) {
-	for in, want := range map[string]string{
-		"calc":                  "calc",
-		"calculator/calc":       "calculator__calc",
-		"a.b c":                 "a_b_c",
-		"Ünïcode-ok_1":          "_n_code-ok_1",
-		"":                      "tool",
-		"plugin/tool/with-dash": "plugin__tool__with-dash",
-	} {
-		if got := sanitizeName(in); got != want {
-			t.Errorf("sanitizeName(%q) = %q, want %q", in, got, want)
-		}
-	}
-	long1, long2 := strings.Repeat("x", 80)+"a", strings.Repeat("x", 80)+"b"
-	s1, s2 := sanitizeName(long1), sanitizeName(long2)
-	if len(s1) != 64 || len(s2) != 64 || s1 == s2 {
-		t.Errorf("long names: %q %q", s1, s2)
-	}
-	n := newToolNames()
-	a, b, c := n.add("a/b"), n.add("a__b"), n.add("a/b")
-	if a != "a__b" || b != "a__b_2" || c != a || n.original(b) != "a__b" || n.original(a) != "a/b" || n.original("web_search") != "web_search" {
-		t.Errorf("collision: %q %q %q", a, b, c)
-	}
-}
-
-func TestPartialJSON(t *testing.T) {
-	for in, want := range map[string]string{
-		``:                             `null`,
-		`{`:                            `{}`,
-		`{"ci`:                         `{}`,
-		`{"city"`:                      `{}`,
-		`{"city":`:                     `{}`,
-		`{"city": "Lis`:                `{"city":"Lis"}`,
-		`{"city": "Lisbon"`:            `{"city":"Lisbon"}`,
-		`{"city": "Lisbon",`:           `{"city":"Lisbon"}`,
-		`{"city": "Lisbon", "da`:       `{"city":"Lisbon"}`,
-		`{"n": 12`:                     `{"n":12}`,
-		`{"n": 12.`:                    `{}`,
-		`{"ok": tr`:                    `{}`,
-		`{"a": [1, 2`:                  `{"a":[1,2]}`,
-		`{"a": [{"b": "c\`:             `{"a":[{"b":"c"}]}`,
-		`{"a": "\u00e`:                 `{"a":""}`,
-		`{"a": {"b": "x"}, "c": [true`: `{"a":{"b":"x"},"c":[true]}`,
-		`{"q": "say \"hi`:              `{"q":"say \"hi"}`,
-		`{"a":1}`:                      `{"a":1}`,
-	} {
-		jsonEqual(t, "partialJSON("+in+")", partialJSON(in), want)
 	}
 }
 
@@ -144,7 +94,7 @@ func TestBuildRequest(t *testing.T) {
 		"response_format": {"type": "json_schema", "json_schema": {"name": "output", "schema": {"type": "object"}, "strict": false}},
 		"stream": true, "stream_options": {"include_usage": true}
 	}`)
-	if names.original("calculator__calc") != "calculator/calc" || !names.wrapped["echo"] {
+	if names.Original("calculator__calc") != "calculator/calc" || !names.wrapped["echo"] {
 		t.Errorf("names = %+v", names)
 	}
 }
@@ -180,10 +130,12 @@ func TestBuildRequestVariants(t *testing.T) {
 			{"role": "tool", "tool_call_id": "c1", "content": "null"}]}`},
 		{"audio and pdf", "m", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserMessage(
 			abi.NewMediaPart("", "data:audio/mpeg;base64,SUQz"),
+			abi.NewMediaPart("audio/wav", "data:audio/wav,abc"),
 			abi.NewMediaPart("application/pdf", "data:application/pdf;base64,JVBERi0="),
 			abi.NewDataPart(map[string]any{"k": "v"}))}},
 			`{"messages": [{"role": "user", "content": [
 				{"type": "input_audio", "input_audio": {"data": "SUQz", "format": "mp3"}},
+				{"type": "input_audio", "input_audio": {"data": "YWJj", "format": "wav"}},
 				{"type": "file", "file": {"filename": "file.pdf", "file_data": "data:application/pdf;base64,JVBERi0="}},
 				{"type": "text", "text": "{\"k\":\"v\"}"}]}]}`},
 	} {
@@ -227,7 +179,7 @@ func TestBuildRequestErrors(t *testing.T) {
 		"tool choice":          {Tools: []*abi.ToolDefinition{{Name: "t"}}, ToolChoice: "sometimes"},
 		"max tokens field":     {Config: map[string]any{"maxOutputTokens": 1.0, "maxTokensField": "tokens"}},
 		"unanswerable":         {Messages: []*abi.Message{abi.NewToolMessage(&abi.ToolResponse{Name: "t"})}},
-		"audio not base64":     {Messages: []*abi.Message{abi.NewUserMessage(abi.NewMediaPart("audio/wav", "data:audio/wav,abc"))}},
+		"bad data URI":         {Messages: []*abi.Message{abi.NewUserMessage(abi.NewMediaPart("image/png", "data:image/png;base64,!!!"))}},
 	} {
 		_, _, err := buildRequest("m", req, false)
 		var ae *abi.Error
@@ -237,10 +189,9 @@ func TestBuildRequestErrors(t *testing.T) {
 	}
 }
 
-var testCall = &callInfo{model: "gpt-4o", baseURL: "http://x/v1", url: "http://x/v1/chat/completions", keySecret: "OPENAI_API_KEY"}
+var testCall = &callInfo{Settings: provider.Settings{BaseURL: "http://x/v1", KeySecret: "OPENAI_API_KEY"}, model: "gpt-4o", url: "http://x/v1/chat/completions"}
 
 func TestHTTPError(t *testing.T) {
-	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
 		status int
 		header map[string]string
@@ -258,14 +209,18 @@ func TestHTTPError(t *testing.T) {
 		{404, nil, `404 page not found`, abi.CodeNotFound, 0, []string{"check the config baseURL", "404 page not found"}},
 		{429, map[string]string{"retry-after": "7"}, `{"error": {"message": "Rate limit reached", "type": "requests"}}`, abi.CodeLimitExceeded, 7, []string{"rate limited", "Rate limit reached"}},
 		{429, map[string]string{"retry-after-ms": "1500", "retry-after": "9"}, `{}`, abi.CodeLimitExceeded, 1.5, nil},
-		{429, map[string]string{"retry-after": "Thu, 02 Jan 2025 03:04:35 GMT"}, ``, abi.CodeLimitExceeded, 30, nil},
+		{429, nil, `{"error": {"message": "You exceeded your current quota, please check your plan and billing details.", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}}`,
+			abi.CodePermissionDenied, 0, []string{"quota is used up", "check your plan"}},
+		{402, nil, `{"error": {"message": "Insufficient credits", "code": 402}}`, abi.CodePermissionDenied, 0, []string{"wants payment", "Insufficient credits"}},
+		{409, nil, `conflict`, abi.CodeUnavailable, 0, nil},
+		{418, nil, `teapot`, abi.CodeInvalidInput, 0, []string{"rejected the request", "teapot"}},
 		{400, nil, `{"error": {"message": "Invalid value for 'temperature'", "param": "temperature"}}`, abi.CodeInvalidInput, 0, []string{"Invalid value"}},
 		{422, nil, `{"detail": [{"loc": ["body", "messages"], "msg": "field required"}]}`, abi.CodeInvalidInput, 0, []string{"field required"}},
 		{413, nil, `too big`, abi.CodeLimitExceeded, 0, nil},
 		{500, nil, `{"message": "internal"}`, abi.CodeUnavailable, 0, []string{"internal"}},
 		{503, map[string]string{"retry-after": "2"}, `<html>Service Unavailable</html>`, abi.CodeUnavailable, 2, []string{"Service Unavailable"}},
 	} {
-		e := httpError(tc.status, tc.header, []byte(tc.body), testCall, now)
+		e := httpError(tc.status, tc.header, []byte(tc.body), testCall)
 		if e.Code != tc.code || e.Status != tc.status || e.RetryAfter != tc.retry {
 			t.Errorf("%d %s: %+v", tc.status, tc.body, e)
 		}
@@ -276,22 +231,16 @@ func TestHTTPError(t *testing.T) {
 		}
 	}
 	noKey := *testCall
-	noKey.keySecret = ""
-	if e := httpError(401, nil, nil, &noKey, now); !strings.Contains(e.Message, "no API key was sent") {
+	noKey.KeySecret = ""
+	if e := httpError(401, nil, nil, &noKey); !strings.Contains(e.Message, "no API key was sent") {
 		t.Errorf("401 without key: %v", e)
-	}
-	if ra := retryAfter(map[string]string{"retry-after": "soon"}, now); ra != 0 {
-		t.Errorf("garbage retry-after = %v", ra)
-	}
-	if ra := retryAfter(map[string]string{"retry-after": "Thu, 02 Jan 2025 03:00:00 GMT"}, now); ra != 0 {
-		t.Errorf("past retry-after = %v", ra)
 	}
 }
 
 func TestParseResponse(t *testing.T) {
 	names := newToolNames()
-	names.add("calculator/calc")
-	names.add("echo")
+	names.API("calculator/calc")
+	names.API("echo")
 	names.wrapped["echo"] = true
 	body := `{
 		"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": "gpt-4o-2024-08-06", "system_fingerprint": "fp_1",
@@ -304,7 +253,7 @@ func TestParseResponse(t *testing.T) {
 		"usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
 			"prompt_tokens_details": {"cached_tokens": 4}, "completion_tokens_details": {"reasoning_tokens": 3}}
 	}`
-	resp, err := parseResponse([]byte(body), names, testCall, time.Now())
+	resp, err := parseResponse([]byte(body), names, testCall)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,12 +270,12 @@ func TestParseResponse(t *testing.T) {
 	}`)
 
 	for reason, want := range map[string]abi.FinishReason{"stop": abi.FinishStop, "length": abi.FinishLength, "content_filter": abi.FinishBlocked, "eos": abi.FinishOther} {
-		resp, err := parseResponse([]byte(`{"choices": [{"index": 0, "finish_reason": "`+reason+`", "message": {"role": "assistant", "content": [{"type": "text", "text": "x"}], "reasoning": "r"}}]}`), names, testCall, time.Now())
+		resp, err := parseResponse([]byte(`{"choices": [{"index": 0, "finish_reason": "`+reason+`", "message": {"role": "assistant", "content": [{"type": "text", "text": "x"}], "reasoning": "r"}}]}`), names, testCall)
 		if err != nil || resp.FinishReason != want || resp.Text() != "x" || resp.Reasoning() != "r" {
 			t.Errorf("%s: %+v %v", reason, resp, err)
 		}
 	}
-	resp, err = parseResponse([]byte(`{"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": null, "refusal": "I can't help with that."}}]}`), names, testCall, time.Now())
+	resp, err = parseResponse([]byte(`{"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": null, "refusal": "I can't help with that."}}]}`), names, testCall)
 	if err != nil || resp.FinishReason != abi.FinishBlocked || !strings.Contains(resp.FinishMessage, "can't help") || resp.Message == nil {
 		t.Errorf("refusal: %+v %v", resp, err)
 	}
@@ -335,7 +284,7 @@ func TestParseResponse(t *testing.T) {
 		"no choices": `{"choices": []}`,
 		"error":      `{"error": {"message": "upstream failed", "code": 502}}`,
 	} {
-		_, err := parseResponse([]byte(body), names, testCall, time.Now())
+		_, err := parseResponse([]byte(body), names, testCall)
 		var ae *abi.Error
 		if !errors.As(err, &ae) || ae.Code != abi.CodeUnavailable {
 			t.Errorf("%s: %v", name, err)
@@ -357,7 +306,7 @@ func sseBody(events ...string) string {
 
 func TestReadStream(t *testing.T) {
 	names := newToolNames()
-	names.add("calculator/calc")
+	names.API("calculator/calc")
 	stream := sseBody(
 		`{"id":"chatcmpl-2","model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
 		`{"id":"chatcmpl-2","choices":[{"index":0,"delta":{"reasoning":"Think"},"finish_reason":null}]}`,
@@ -379,7 +328,7 @@ func TestReadStream(t *testing.T) {
 		b, _ := json.Marshal(c.Content)
 		chunks = append(chunks, string(b))
 		return nil
-	}, time.Now)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +365,7 @@ func TestReadStream(t *testing.T) {
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"c1","function":{"name":"calculator__calc","arguments":"{\"expression\":\"1\"}"}}]}}]}`,
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"c2","function":{"name":"calculator__calc","arguments":"{\"expression\":\"2\"}"}}]}}]}`,
 		`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
-	)), names, testCall, nil, time.Now)
+	)), names, testCall, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +379,7 @@ func TestReadStream(t *testing.T) {
 		"error":   sseBody(`{"choices":[{"index":0,"delta":{"content":"Hel"}}]}`, `{"error":{"message":"Provider disconnected","code":502},"choices":[{"index":0,"delta":{},"finish_reason":"error"}]}`),
 		"garbage": sseBody(`{"choices":`),
 	} {
-		_, err := readStream(strings.NewReader(body), names, testCall, nil, time.Now)
+		_, err := readStream(strings.NewReader(body), names, testCall, nil)
 		var ae *abi.Error
 		if !errors.As(err, &ae) || ae.Code != abi.CodeUnavailable {
 			t.Errorf("%s: %v", name, err)
@@ -438,7 +387,7 @@ func TestReadStream(t *testing.T) {
 	}
 	// The consumer stopping stops the stream.
 	stop := errors.New("stop")
-	_, err = readStream(strings.NewReader(stream), names, testCall, func(*abi.GenerateResponseChunk) error { return stop }, time.Now)
+	_, err = readStream(strings.NewReader(stream), names, testCall, func(*abi.GenerateResponseChunk) error { return stop })
 	if !errors.Is(err, stop) {
 		t.Errorf("stopped consumer: %v", err)
 	}

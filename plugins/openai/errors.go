@@ -3,11 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 // apiError is the error object of OpenAI's API, {"error": {...}}. Compatible servers
@@ -37,9 +36,6 @@ func (e *apiError) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// maxErrorText bounds the text of a provider's message quoted in an error.
-const maxErrorText = 1000
-
 // providerError reads the provider's error out of an error response body.
 func providerError(body []byte) apiError {
 	var env struct {
@@ -61,11 +57,7 @@ func providerError(body []byte) apiError {
 			return apiError{Message: string(b)}
 		}
 	}
-	text := strings.TrimSpace(string(body))
-	if len(text) > maxErrorText {
-		text = text[:maxErrorText] + "..."
-	}
-	return apiError{Message: text}
+	return apiError{Message: provider.ErrorText(body)}
 }
 
 // text is the provider's message with its error code, for our messages.
@@ -92,44 +84,41 @@ func (e apiError) codeString() string {
 	return ""
 }
 
-// httpError maps an error response of the API to the protocol's error, its HTTP
-// status kept: 401 and 403 (and 402, payment required) permission_denied, 404
-// not_found, 429 limit_exceeded, 413 limit_exceeded, 408, 409 and 425 unavailable,
-// other 4xx invalid_input, 5xx unavailable. A delay the provider asks for
-// (Retry-After, retry-after-ms) becomes RetryAfter.
-func httpError(status int, header map[string]string, body []byte, c *callInfo, now time.Time) *abi.Error {
+// httpError maps an error response of the API to the protocol's error: the code, the
+// status and the delay the provider asks for as provider.HTTPError has them, with a
+// message saying what failed. A 429 for an exhausted quota (insufficient_quota) is
+// permission_denied: retrying does not help.
+func httpError(status int, header map[string]string, body []byte, c *callInfo) *abi.Error {
 	pe := providerError(body)
-	e := &abi.Error{Status: status, RetryAfter: retryAfter(header, now)}
+	quota := status == 429 && pe.codeString() == "insufficient_quota"
+	var msg string
 	switch {
 	case status == 401 || status == 403:
-		e.Code = abi.CodePermissionDenied
-		hint := fmt.Sprintf("check the API key in the secret %s", c.keySecret)
-		if c.keySecret == "" {
+		hint := fmt.Sprintf("check the API key in the secret %s", c.KeySecret)
+		if c.KeySecret == "" {
 			hint = "no API key was sent (the config apiKeySecret is empty)"
 		}
-		e.Message = fmt.Sprintf("openai: %s refused the request for model %q: %s; %s", c.url, c.model, pe.text(), hint)
+		msg = fmt.Sprintf("%s refused the request for model %q: %s; %s", c.url, c.model, pe.text(), hint)
 	case status == 402:
-		e.Code = abi.CodePermissionDenied
-		e.Message = fmt.Sprintf("openai: %s wants payment: %s", c.url, pe.text())
+		msg = fmt.Sprintf("%s wants payment: %s", c.url, pe.text())
+	case status == 404 && aboutModel(pe, c.model):
+		msg = fmt.Sprintf("model %q not found at %s: %s", c.model, c.BaseURL, pe.text())
 	case status == 404:
-		e.Code = abi.CodeNotFound
-		if aboutModel(pe, c.model) {
-			e.Message = fmt.Sprintf("openai: model %q not found at %s: %s", c.model, c.baseURL, pe.text())
-		} else {
-			e.Message = fmt.Sprintf("openai: %s not found (check the config baseURL, %s): %s", c.url, c.baseURL, pe.text())
-		}
+		msg = fmt.Sprintf("%s not found (check the config baseURL, %s): %s", c.url, c.BaseURL, pe.text())
+	case quota:
+		msg = fmt.Sprintf("%s refused the request for model %q: the account's quota is used up: %s", c.url, c.model, pe.text())
 	case status == 429:
-		e.Code = abi.CodeLimitExceeded
-		e.Message = fmt.Sprintf("openai: rate limited by %s for model %q: %s", c.url, c.model, pe.text())
+		msg = fmt.Sprintf("rate limited by %s for model %q: %s", c.url, c.model, pe.text())
 	case status == 413:
-		e.Code = abi.CodeLimitExceeded
-		e.Message = fmt.Sprintf("openai: the request is too large for %s: %s", c.url, pe.text())
-	case status == 408 || status == 409 || status == 425 || status >= 500:
-		e.Code = abi.CodeUnavailable
-		e.Message = fmt.Sprintf("openai: %s failed for model %q: %s", c.url, c.model, pe.text())
+		msg = fmt.Sprintf("the request is too large for %s: %s", c.url, pe.text())
+	case provider.StatusCode(status) == abi.CodeUnavailable:
+		msg = fmt.Sprintf("%s failed for model %q: %s", c.url, c.model, pe.text())
 	default:
-		e.Code = abi.CodeInvalidInput
-		e.Message = fmt.Sprintf("openai: %s rejected the request for model %q: %s", c.url, c.model, pe.text())
+		msg = fmt.Sprintf("%s rejected the request for model %q: %s", c.url, c.model, pe.text())
+	}
+	e := provider.HTTPError("openai", status, msg, header)
+	if quota {
+		e.Code, e.RetryAfter = abi.CodePermissionDenied, 0
 	}
 	return e
 }
@@ -145,41 +134,10 @@ func aboutModel(e apiError, model string) bool {
 
 // streamError maps an error object a server sends inside a response (OpenRouter sends
 // {"error": {"code": 502, "message": ...}} mid-stream) to the protocol's error.
-func streamError(e *apiError, c *callInfo, now time.Time) *abi.Error {
+func streamError(e *apiError, c *callInfo) *abi.Error {
 	if code, ok := e.Code.(float64); ok && code >= 400 && code < 600 {
 		body, _ := json.Marshal(map[string]any{"error": e})
-		return httpError(int(code), nil, body, c, now)
+		return httpError(int(code), nil, body, c)
 	}
 	return &abi.Error{Code: abi.CodeUnavailable, Message: fmt.Sprintf("openai: %s failed during the response for model %q: %s", c.url, c.model, e.text())}
-}
-
-// retryAfter reads the delay a response asks for, in seconds: retry-after-ms (OpenAI),
-// else Retry-After as seconds or an HTTP date. Zero when there is none.
-func retryAfter(header map[string]string, now time.Time) float64 {
-	if v := strings.TrimSpace(header["retry-after-ms"]); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return ms / 1000
-		}
-	}
-	v := strings.TrimSpace(header["retry-after"])
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		return max(s, 0)
-	}
-	// The three date formats HTTP allows (RFC 9110, section 5.6.7).
-	for _, layout := range []string{"Mon, 02 Jan 2006 15:04:05 GMT", "Monday, 02-Jan-06 15:04:05 GMT", "Mon Jan _2 15:04:05 2006"} {
-		if t, err := time.Parse(layout, v); err == nil {
-			return max(t.Sub(now).Seconds(), 0)
-		}
-	}
-	return 0
-}
-
-// transportError wraps an error of the host's HTTP function (the server could not be
-// reached, the call's time ran out, the host is not granted), keeping its code.
-func transportError(err error, what string) *abi.Error {
-	e := abi.AsError(err)
-	return &abi.Error{Code: e.Code, Status: e.Status, RetryAfter: e.RetryAfter, Message: fmt.Sprintf("openai: %s: %s", what, e.Message)}
 }

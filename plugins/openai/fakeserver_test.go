@@ -15,6 +15,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 // newFakeOpenAI returns a loopback server that answers any reasonable Chat Completions
@@ -305,7 +306,7 @@ func fakeToolCall(req *fakeRequest, text string, n int) *fakeCall {
 	if rest, ok := strings.CutPrefix(strings.TrimSpace(text), "/call "); ok {
 		name, input, _ := strings.Cut(strings.TrimSpace(rest), " ")
 		for _, t := range tools {
-			if t.name == name || t.name == sanitizeName(name) {
+			if t.name == name || t.name == (provider.NameRule{}).Sanitize(name) {
 				var v any
 				if json.Unmarshal([]byte(input), &v) == nil {
 					return call(t, v)
@@ -325,7 +326,7 @@ func fakeToolCall(req *fakeRequest, text string, n int) *fakeCall {
 		word, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
 		word = strings.TrimRight(word, ":,.;!?")
 		for _, t := range tools {
-			if name := strings.ToLower(t.name); word == name || sanitizeName(word) == name {
+			if name := strings.ToLower(t.name); word == name || (provider.NameRule{}).Sanitize(word) == name {
 				return call(t, nil)
 			}
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/host/conformance"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
@@ -286,7 +287,7 @@ func mustJSON(v any) string {
 // errors of a server that cannot be reached and of a host the manifest does not grant.
 func TestDescribeAndTransportErrors(t *testing.T) {
 	r, p := loadPlugin(t, "http://127.0.0.1:1/v1", "gpt-test, meta-llama/llama-3.1-8b:free ,llama3.2:3b")
-	if p.Name() != "openai" || !slices.Equal(p.Descriptor().Capabilities.HTTP, []string{"api.openai.com"}) ||
+	if p.Name() != "openai" || !slices.Equal(p.Descriptor().Capabilities.HTTP, []string{"127.0.0.1"}) ||
 		!slices.Equal(p.Descriptor().Capabilities.Secrets, []string{"OPENAI_API_KEY"}) {
 		t.Errorf("descriptor = %+v", p.Descriptor())
 	}
@@ -309,11 +310,12 @@ func TestDescribeAndTransportErrors(t *testing.T) {
 		t.Errorf("unreachable: %v", err)
 	}
 
-	// Without config the defaults are declared, and api.openai.com is used, which this
-	// manifest does not grant.
+	// Without config the defaults are declared, and api.openai.com is asked for and
+	// used, which this manifest does not grant.
 	r, p = loadPlugin(t, "", "", func(m *host.Manifest) { m.Config = nil })
-	if !slices.Equal(p.Keys(), []string{"/model/openai/gpt-4o", "/model/openai/gpt-4o-mini"}) {
-		t.Errorf("default keys = %v", p.Keys())
+	if !slices.Equal(p.Keys(), []string{"/model/openai/gpt-4o", "/model/openai/gpt-4o-mini"}) ||
+		!slices.Equal(p.Descriptor().Capabilities.HTTP, []string{"api.openai.com"}) {
+		t.Errorf("default keys = %v, descriptor = %+v", p.Keys(), p.Descriptor())
 	}
 	_, err = agent.Generate(context.Background(), r, agent.WithModelName("openai/gpt-4o"), agent.WithPrompt("hi"))
 	if !errors.As(err, &ae) || ae.Code != abi.CodePermissionDenied || !strings.Contains(ae.Message, "api.openai.com") {
@@ -687,5 +689,26 @@ func TestNoAPIKey(t *testing.T) {
 	text, err := agent.GenerateText(context.Background(), r, agent.WithModelName("openai/llama3.2"), agent.WithPrompt("hi"))
 	if err != nil || text != "local" {
 		t.Errorf("text %q, err %v", text, err)
+	}
+}
+
+// TestConformanceAgainstFake runs the conformance suite on the plugin talking to the
+// fake server.
+func TestConformanceAgainstFake(t *testing.T) {
+	srv := newFakeOpenAI(t)
+	rep, err := conformance.Run(t.Context(), pluginWasm(t), conformance.Options{Manifest: host.Manifest{
+		HTTP:    []string{"127.0.0.1"},
+		Config:  map[string]string{"baseURL": srv.URL + "/v1", "models": "fake-model"},
+		Secrets: map[string]host.Secret{"OPENAI_API_KEY": {Value: "sk-test"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	rep.WriteTable(&table)
+	if !rep.Passed {
+		t.Errorf("the plugin does not conform:\n%s", table.String())
+	} else {
+		t.Logf("\n%s", table.String())
 	}
 }

@@ -16,8 +16,8 @@
 //     default OPENAI_API_KEY; an empty value sends no Authorization header (local
 //     servers). The plugin never sees the key: the host fills it in.
 //
-// The plugin asks for the host api.openai.com, the secret OPENAI_API_KEY and the three
-// config keys; a manifest pointing baseURL elsewhere grants that URL's host instead.
+// The descriptor asks for the host of baseURL (api.openai.com by default), the secret
+// apiKeySecret names (none when it is empty) and the three config keys.
 //
 // # Requests
 //
@@ -45,75 +45,41 @@
 // every delta as it arrives: text, reasoning, and tool calls as partial tool requests
 // holding the arguments received so far, then each call whole.
 //
-// Errors keep the HTTP status and quote the provider's message: 401 and 403 are
-// permission_denied, 404 not_found, 429 limit_exceeded with the Retry-After (or
-// retry-after-ms) delay, 400 and 422 invalid_input, 5xx unavailable, and a server
-// that cannot be reached unavailable. The manifest's timeout (30 s by default) bounds
-// the whole exchange, a streamed answer included: raise it for long answers.
+// Errors keep the HTTP status and quote the provider's message: 401, 402 and 403 are
+// permission_denied, 404 not_found, 413 and 429 limit_exceeded (a 429 for an exhausted
+// quota, insufficient_quota, permission_denied: waiting does not help), 408, 409, 425
+// and 5xx unavailable, other 4xx invalid_input; the Retry-After (or retry-after-ms)
+// delay becomes retryAfter, and a server that cannot be reached is unavailable. The
+// manifest's timeout (30 s by default) bounds the whole exchange, a streamed answer
+// included: raise it for long answers.
 //
 // Build it with: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o openai.wasm .
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/sdk"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
-// The defaults of the plugin's config keys.
-const (
-	defaultBaseURL   = "https://api.openai.com/v1"
-	defaultModels    = "gpt-4o,gpt-4o-mini"
-	defaultKeySecret = "OPENAI_API_KEY"
-)
-
-// maxErrorBody bounds how much of an error response is read.
-const maxErrorBody = 64 << 10
+// defaults are the plugin's settings when the manifest grants no config.
+var defaults = provider.Settings{
+	BaseURL:   "https://api.openai.com/v1",
+	KeySecret: "OPENAI_API_KEY",
+	Models:    []string{"gpt-4o", "gpt-4o-mini"},
+}
 
 func main() {
-	sdk.Plugin(sdk.Info{
+	s := provider.ReadSettings(defaults)
+	provider.Serve(sdk.Info{
 		Name:        "openai",
 		Version:     "1.0.0",
 		Description: "Models of any OpenAI-compatible Chat Completions API: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp, LM Studio.",
-		Capabilities: abi.Capabilities{
-			HTTP:    []string{"api.openai.com"},
-			Secrets: []string{defaultKeySecret},
-			Config:  []string{"baseURL", "models", "apiKeySecret"},
-		},
-	})
-	for _, name := range modelNames(config("models", defaultModels)) {
-		sdk.Model(name, modelInfo(name), func(ctx context.Context, req *abi.GenerateRequest) (*abi.GenerateResponse, error) {
-			return generate(ctx, name, req)
-		})
-	}
-}
-
-// config returns a config value, or def when the key is not granted.
-func config(key, def string) string {
-	v, err := sdk.Config(key)
-	if err != nil {
-		return def
-	}
-	return v
-}
-
-// modelNames splits the models config: names separated by commas, blanks ignored.
-func modelNames(list string) []string {
-	var out []string
-	for _, n := range strings.Split(list, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			out = append(out, n)
-		}
-	}
-	if len(out) == 0 {
-		return modelNames(defaultModels)
-	}
-	return out
+	}, s, modelInfo, generate)
 }
 
 // modelInfo is what every model of the plugin supports.
@@ -152,33 +118,17 @@ var configSchema = map[string]any{
 
 // callInfo is where a call goes, for requests and error messages.
 type callInfo struct {
-	model     string
-	baseURL   string
-	url       string
-	keySecret string // empty: no Authorization header
+	provider.Settings
+	model string
+	url   string
 }
 
-// validSecretName reports whether name can be a {{secret:NAME}} placeholder's name.
-func validSecretName(name string) bool {
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
-			return false
-		}
+// newCall checks the settings and returns where a call for the model goes.
+func newCall(s provider.Settings, model string) (*callInfo, error) {
+	if err := s.Validate("openai"); err != nil {
+		return nil, err
 	}
-	return name != ""
-}
-
-// settings reads the plugin's config for one call.
-func settings(model string) (*callInfo, error) {
-	base := strings.TrimRight(strings.TrimSpace(config("baseURL", defaultBaseURL)), "/")
-	if base == "" {
-		base = defaultBaseURL
-	}
-	c := &callInfo{model: model, baseURL: base, url: base + "/chat/completions", keySecret: strings.TrimSpace(config("apiKeySecret", defaultKeySecret))}
-	if c.keySecret != "" && !validSecretName(c.keySecret) {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "openai: config apiKeySecret %q is not a secret name ([A-Za-z0-9_.-]+)", c.keySecret)
-	}
-	return c, nil
+	return &callInfo{Settings: s, model: model, url: s.BaseURL + "/chat/completions"}, nil
 }
 
 // headers are the request's headers; the key is a placeholder the host fills in.
@@ -187,16 +137,16 @@ func (c *callInfo) headers(stream bool) map[string]string {
 	if stream {
 		h["Accept"] = "text/event-stream"
 	}
-	if c.keySecret != "" {
-		h["Authorization"] = "Bearer {{secret:" + c.keySecret + "}}"
+	if key := c.KeyPlaceholder(); key != "" {
+		h["Authorization"] = "Bearer " + key
 	}
 	return h
 }
 
 // generate answers one generate call: it sends the request and reads the response,
 // streaming it when the caller listens.
-func generate(ctx context.Context, model string, req *abi.GenerateRequest) (*abi.GenerateResponse, error) {
-	c, err := settings(model)
+func generate(ctx context.Context, s provider.Settings, model string, req *abi.GenerateRequest) (*abi.GenerateResponse, error) {
+	c, err := newCall(s, model)
 	if err != nil {
 		return nil, err
 	}
@@ -205,29 +155,23 @@ func generate(ctx context.Context, model string, req *abi.GenerateRequest) (*abi
 	if err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(body)
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "openai: encoding the request: %v", err)
-	}
 	start := time.Now()
-	resp, err := sdk.HTTP(&sdk.HTTPRequest{Method: "POST", URL: c.url, Headers: c.headers(stream)}, data)
+	resp, err := provider.Post("openai", c.url, c.headers(stream), body, func(status int, header map[string]string, b []byte) *abi.Error {
+		return httpError(status, header, b, c)
+	})
 	if err != nil {
-		return nil, transportError(err, "POST "+c.url)
+		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.Status < 200 || resp.Status > 299 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, httpError(resp.Status, resp.Header, b, c, time.Now())
-	}
 	var out *abi.GenerateResponse
-	if strings.Contains(strings.ToLower(resp.Header["content-type"]), "text/event-stream") {
-		out, err = readStream(resp.Body, names, c, sdk.StreamChunk, time.Now)
+	if provider.IsEventStream(resp.Header) {
+		out, err = readStream(resp.Body, names, c, sdk.StreamChunk)
 	} else {
 		var b []byte
 		if b, err = io.ReadAll(resp.Body); err != nil {
-			return nil, transportError(err, "reading the response from "+c.url)
+			return nil, provider.TransportError("openai", "reading the response from "+c.url, err)
 		}
-		out, err = parseResponse(b, names, c, time.Now())
+		out, err = parseResponse(b, names, c)
 	}
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 // chatMessage is a message of the Chat Completions API.
@@ -78,7 +79,7 @@ func buildRequest(model string, req *abi.GenerateRequest, stream bool) (map[stri
 	if req == nil {
 		return nil, nil, abi.Errorf(abi.CodeInvalidInput, "openai: no request")
 	}
-	cfg, err := configMap(req.Config)
+	cfg, err := provider.ConfigObject("openai", req.Config)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -158,23 +159,17 @@ func buildRequest(model string, req *abi.GenerateRequest, stream bool) (map[stri
 	return body, names, nil
 }
 
-// configMap returns a request's config as an object.
-func configMap(config any) (map[string]any, error) {
-	switch c := config.(type) {
-	case nil:
-		return map[string]any{}, nil
-	case map[string]any:
-		return c, nil
-	}
-	b, err := json.Marshal(config)
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "openai: config: %v", err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil || m == nil {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "openai: config is %s: want an object", b)
-	}
-	return m, nil
+// toolNames maps the tool names of a request to the names sent to the API,
+// ^[a-zA-Z0-9_-]{1,64}$, and back.
+type toolNames struct {
+	*provider.ToolNames
+	// wrapped holds the API names of tools whose input schema is not an object: the API
+	// only takes object parameters, so their input travels as {"input": ...}.
+	wrapped map[string]bool
+}
+
+func newToolNames() *toolNames {
+	return &toolNames{ToolNames: provider.NewToolNames(provider.NameRule{}), wrapped: map[string]bool{}}
 }
 
 // reasoningModel reports whether a model is one of OpenAI's reasoning models, which
@@ -206,7 +201,7 @@ func responseFormat(out *abi.OutputConfig) map[string]any {
 // convertTool turns a tool definition into the API's function tool. A tool whose input
 // is not an object gets parameters {"input": <its schema>}.
 func convertTool(def *abi.ToolDefinition, names *toolNames) (map[string]any, error) {
-	name := names.add(def.Name)
+	name := names.API(def.Name)
 	params := def.InputSchema
 	switch {
 	case params == nil:
@@ -277,7 +272,7 @@ func convertMessages(msgs []*abi.Message, names *toolNames) ([]chatMessage, erro
 						synthesized++
 						id = fmt.Sprintf("call_%d", synthesized)
 					}
-					name := names.api(tr.Name)
+					name := names.API(tr.Name)
 					args, err := arguments(tr.Input, names.wrapped[name])
 					if err != nil {
 						return nil, abi.Errorf(abi.CodeInvalidInput, "openai: message %d: tool request %q: %v", i, tr.Name, err)
@@ -298,7 +293,7 @@ func convertMessages(msgs []*abi.Message, names *toolNames) ([]chatMessage, erro
 					continue
 				}
 				r := p.ToolResponse
-				name := names.api(r.Name)
+				name := names.API(r.Name)
 				id := r.Ref
 				if id == "" {
 					ids := pending[name]
@@ -421,22 +416,24 @@ func userContent(parts []*abi.Part) (any, error) {
 }
 
 // mediaPart turns a media part into a content part: audio data as input_audio, other
-// non-image data URIs (PDFs...) as file, images and URLs as image_url.
+// non-image data (PDFs...) as file, images and URLs as image_url.
 func mediaPart(m *abi.Media) (contentPart, error) {
 	if m == nil || m.URL == "" {
 		return contentPart{}, abi.Errorf(abi.CodeInvalidInput, "openai: media part without a url")
 	}
-	ct := strings.ToLower(m.ContentType)
-	header, data, isData := strings.Cut(strings.TrimPrefix(m.URL, "data:"), ",")
-	isData = isData && strings.HasPrefix(m.URL, "data:")
-	if isData && ct == "" {
-		ct, _, _ = strings.Cut(strings.ToLower(header), ";")
+	d, isData, err := provider.ParseDataURI(m.URL)
+	if err != nil {
+		return contentPart{}, abi.Errorf(abi.CodeInvalidInput, "openai: media: %v", err)
+	}
+	if !isData {
+		return contentPart{Type: "image_url", ImageURL: &imageURL{URL: m.URL}}, nil
+	}
+	ct, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(m.ContentType)), ";")
+	if ct == "" {
+		ct = d.Type()
 	}
 	switch {
-	case isData && strings.HasPrefix(ct, "audio/"):
-		if !strings.HasSuffix(strings.ToLower(header), ";base64") {
-			return contentPart{}, abi.Errorf(abi.CodeInvalidInput, "openai: audio must be a base64 data URI")
-		}
+	case strings.HasPrefix(ct, "audio/"):
 		format := strings.TrimPrefix(ct, "audio/")
 		switch format {
 		case "mpeg", "mp3":
@@ -444,13 +441,13 @@ func mediaPart(m *abi.Media) (contentPart, error) {
 		case "wav", "x-wav", "wave", "vnd.wave":
 			format = "wav"
 		}
-		return contentPart{Type: "input_audio", InputAudio: &inputAudio{Data: data, Format: format}}, nil
-	case isData && ct != "" && !strings.HasPrefix(ct, "image/"):
+		return contentPart{Type: "input_audio", InputAudio: &inputAudio{Data: d.Base64(), Format: format}}, nil
+	case ct != "" && !strings.HasPrefix(ct, "image/"):
 		name := "file"
 		if _, sub, ok := strings.Cut(ct, "/"); ok && sub != "" {
 			name += "." + sub
 		}
-		return contentPart{Type: "file", File: &fileData{Filename: name, FileData: m.URL}}, nil
+		return contentPart{Type: "file", File: &fileData{Filename: name, FileData: "data:" + ct + ";base64," + d.Base64()}}, nil
 	}
 	return contentPart{Type: "image_url", ImageURL: &imageURL{URL: m.URL}}, nil
 }

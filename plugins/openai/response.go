@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 	"github.com/terrarium-ai/terrarium/sdk/sse"
 )
 
@@ -203,13 +203,13 @@ func callRef(id string, index int) string {
 }
 
 // parseResponse reads a whole (not streamed) response.
-func parseResponse(body []byte, names *toolNames, c *callInfo, now time.Time) (*abi.GenerateResponse, error) {
+func parseResponse(body []byte, names *toolNames, c *callInfo) (*abi.GenerateResponse, error) {
 	var resp completion
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, badResponse(c, "the response is not JSON", body, err)
 	}
 	if resp.Error != nil {
-		return nil, streamError(resp.Error, c, now)
+		return nil, streamError(resp.Error, c)
 	}
 	var ch *choice
 	for i := range resp.Choices {
@@ -233,7 +233,7 @@ func parseResponse(body []byte, names *toolNames, c *callInfo, now time.Time) (*
 		api := tc.Function.Name
 		parts = append(parts, abi.NewToolRequestPart(&abi.ToolRequest{
 			Ref:   callRef(tc.ID, i),
-			Name:  names.original(api),
+			Name:  names.Original(api),
 			Input: parseArguments(argumentsText(tc.Function.Arguments), names.wrapped[api]),
 		}))
 	}
@@ -284,7 +284,6 @@ type streamReader struct {
 	names *toolNames
 	call  *callInfo
 	emit  func(*abi.GenerateResponseChunk) error
-	now   func() time.Time
 
 	acc      abi.Accumulator
 	calls    []*streamedCall
@@ -296,8 +295,8 @@ type streamReader struct {
 }
 
 // readStream reads a streamed response to its end and returns the whole response.
-func readStream(body io.Reader, names *toolNames, c *callInfo, emit func(*abi.GenerateResponseChunk) error, now func() time.Time) (*abi.GenerateResponse, error) {
-	s := &streamReader{names: names, call: c, emit: emit, now: now}
+func readStream(body io.Reader, names *toolNames, c *callInfo, emit func(*abi.GenerateResponseChunk) error) (*abi.GenerateResponse, error) {
+	s := &streamReader{names: names, call: c, emit: emit}
 	r := sse.NewReader(body)
 	for {
 		ev, err := r.Next()
@@ -305,7 +304,7 @@ func readStream(body io.Reader, names *toolNames, c *callInfo, emit func(*abi.Ge
 			break
 		}
 		if err != nil {
-			return nil, transportError(err, "reading the stream from "+c.url)
+			return nil, provider.TransportError("openai", "reading the stream from "+c.url, err)
 		}
 		data := strings.TrimSpace(ev.Data)
 		if data == "[DONE]" {
@@ -329,7 +328,7 @@ func (s *streamReader) event(data string) error {
 		return badResponse(s.call, "a streamed event is not JSON", []byte(data), err)
 	}
 	if c.Error != nil {
-		return streamError(c.Error, s.call, s.now())
+		return streamError(c.Error, s.call)
 	}
 	if c.ID != "" && s.info.ID == "" {
 		s.info.ID = c.ID
@@ -382,9 +381,11 @@ func (s *streamReader) delta(d *apiMessage) error {
 			sc.name = tc.Function.Name
 		}
 		sc.args.WriteString(argumentsText(tc.Function.Arguments))
-		tr := &abi.ToolRequest{Ref: sc.ref, Name: s.names.original(sc.name), Partial: true}
+		tr := &abi.ToolRequest{Ref: sc.ref, Name: s.names.Original(sc.name), Partial: true}
 		if sc.args.Len() <= maxStreamedArguments {
-			tr.Input = unwrap(partialJSON(sc.args.String()), s.names.wrapped[sc.name])
+			if v, ok := provider.RepairJSON(sc.args.String()); ok {
+				tr.Input = unwrap(v, s.names.wrapped[sc.name])
+			}
 		}
 		parts = append(parts, abi.NewToolRequestPart(tr))
 	}
@@ -421,7 +422,7 @@ func (s *streamReader) completeCalls() error {
 			continue
 		}
 		c.done = true
-		tr := &abi.ToolRequest{Ref: c.ref, Name: s.names.original(c.name)}
+		tr := &abi.ToolRequest{Ref: c.ref, Name: s.names.Original(c.name)}
 		if c.args.Len() <= maxStreamedArguments {
 			tr.Input = parseArguments(c.args.String(), s.names.wrapped[c.name])
 		}

@@ -1,18 +1,20 @@
-package main
+package provider
 
 import (
 	"encoding/json"
 	"strings"
 )
 
-// completePartialJSON returns the value of JSON text cut off anywhere, as far as it
-// goes: an open string is closed (an incomplete escape dropped), open arrays and
-// objects are closed, and a member or element not yet complete (a key without its
-// value, a literal half written) is left out. It reports false when no value can be
-// made of the text (it is empty, or not the start of JSON).
-func completePartialJSON(text string) (any, bool) {
+// RepairJSON returns the value of JSON text cut off anywhere, as far as it goes, as the
+// arguments of a tool call stream in: an open string is closed (an incomplete escape
+// dropped), open arrays and objects are closed, and a member or element not yet
+// complete (a key without its value, a literal half written, a number cut after its
+// point) is left out, so that `{"city": "Lis` gives {"city": "Lis"} and
+// `{"a": 1, "b` gives {"a": 1}. It reports false when no value can be made of the
+// text (it is empty, or not the start of JSON).
+func RepairJSON(fragment string) (any, bool) {
 	var v any
-	if json.Unmarshal([]byte(text), &v) == nil {
+	if json.Unmarshal([]byte(fragment), &v) == nil {
 		return v, true
 	}
 	const (
@@ -33,6 +35,8 @@ func completePartialJSON(text string) (any, bool) {
 		}
 		return string(b)
 	}
+	// safeEnd is where the text last ended a whole value (or opened a container), and
+	// safeClose what closes the containers open there.
 	safeEnd, safeClose := -1, ""
 	valueDone := func(end int) {
 		if n := len(stack); n > 0 {
@@ -43,17 +47,17 @@ func completePartialJSON(text string) (any, bool) {
 	var candidates []string
 	i := 0
 scan:
-	for i < len(text) {
-		c := text[i]
+	for i < len(fragment) {
+		c := fragment[i]
 		switch c {
 		case ' ', '\t', '\r', '\n':
 			i++
 		case '"':
 			isKey := len(stack) > 0 && stack[len(stack)-1].closer == '}' && stack[len(stack)-1].phase == expectKey
-			j, closed := stringEnd(text, i+1)
+			j, closed := stringEnd(fragment, i+1)
 			if !closed {
 				if !isKey {
-					candidates = append(candidates, text[:j]+`"`+closers())
+					candidates = append(candidates, fragment[:j]+`"`+closers())
 				}
 				break scan
 			}
@@ -94,11 +98,11 @@ scan:
 			valueDone(i)
 		default: // a number or a literal
 			j := i
-			for j < len(text) && !strings.ContainsRune(" \t\r\n,:]}", rune(text[j])) {
+			for j < len(fragment) && !strings.ContainsRune(" \t\r\n,:]}", rune(fragment[j])) {
 				j++
 			}
-			if j == len(text) {
-				candidates = append(candidates, text+closers())
+			if j == len(fragment) {
+				candidates = append(candidates, fragment+closers())
 				break scan
 			}
 			valueDone(j)
@@ -106,7 +110,7 @@ scan:
 		}
 	}
 	if safeEnd >= 0 {
-		candidates = append(candidates, text[:safeEnd]+safeClose)
+		candidates = append(candidates, fragment[:safeEnd]+safeClose)
 	}
 	for _, c := range candidates {
 		if json.Unmarshal([]byte(c), &v) == nil {
