@@ -70,7 +70,7 @@ func loadPlugin(t *testing.T, baseURL, models string, edit ...func(*host.Manifes
 }
 
 // sharedModels are the models of the shared plugin; each test drives its own.
-const sharedModels = "meta-llama/llama-3.1-8b:free,history,tools,json,stream,stream-tools,err-401,err-404,err-429,err-400,err-500,err-503,primary,backup"
+const sharedModels = "meta-llama/llama-3.1-8b:free,history,tools,json,stream,stream-tools,err-401,err-404,err-429,err-400,err-500,err-503,primary,backup,hangs,answers"
 
 // shared is one host with the plugin loaded, its baseURL pointing at a router that
 // hands each request to the handler of the test owning the model the body names, so
@@ -671,6 +671,35 @@ func TestRetryThenBackup(t *testing.T) {
 	}
 	if d := time.Since(start); d < 20*time.Millisecond {
 		t.Errorf("took %v: retry-after-ms not honoured", d)
+	}
+}
+
+// TestTimeoutThenBackup: a server that never answers is abandoned at the attempt's
+// timeout (the plugin's instance with it), retried, and the backup model answers.
+func TestTimeoutThenBackup(t *testing.T) {
+	var hung atomic.Int32
+	r := sharedPlugin(t, func(w http.ResponseWriter, r *http.Request) {
+		body := checkRequest(t, r)
+		switch body["model"] {
+		case "hangs":
+			hung.Add(1)
+			<-r.Context().Done() // until the client gives up
+		case "answers":
+			replyJSON(200, completionJSON(`{"role": "assistant", "content": "from the backup"}`, "stop"))(w)
+		}
+	}, "hangs", "answers")
+	rel := agent.Reliability{Retries: 1, Backoff: time.Millisecond, Timeout: 300 * time.Millisecond, Backups: []string{"openai/answers"}}
+	start := time.Now()
+	resp, err := agent.Generate(context.Background(), r, agent.WithModelName("openai/hangs"), agent.WithPrompt("hi"),
+		agent.WithMiddleware(agent.Reliable(r, rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text() != "from the backup" || hung.Load() != 2 {
+		t.Errorf("text %q after %d attempts on the hanging model", resp.Text(), hung.Load())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v: the attempts did not time out", d)
 	}
 }
 
