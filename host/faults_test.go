@@ -25,7 +25,7 @@ func runTool(ctx context.Context, r *agent.Registry, name string) (any, error) {
 
 func TestFaultsAreContained(t *testing.T) {
 	h, r := newHost(t)
-	p := load(t, h, "testdata/faults", host.Manifest{Timeout: host.Duration{Duration: 2 * time.Second}, MemoryPages: 512})
+	p := load(t, h, "testdata/misbehave", host.Manifest{Timeout: host.Duration{Duration: 2 * time.Second}, MemoryPages: 512})
 	ctx := context.Background()
 	cases := []struct {
 		tool     string
@@ -41,19 +41,19 @@ func TestFaultsAreContained(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.tool, func(t *testing.T) {
-			_, err := runTool(ctx, r, "faults/"+c.tool)
+			_, err := runTool(ctx, r, "misbehave/"+c.tool)
 			var ce *host.CallError
-			if !errors.As(err, &ce) || ce.Plugin != "faults" || ce.Export != abi.ExportCallTool {
+			if !errors.As(err, &ce) || ce.Plugin != "misbehave" || ce.Export != abi.ExportCallTool {
 				t.Fatalf("err = %v, want a CallError naming plugin and export", err)
 			}
 			if errors.Is(err, host.ErrPluginFault) != c.fault || !strings.Contains(err.Error(), c.contains) {
 				t.Errorf("err = %v (fault: %v), want fault %v mentioning %q", err, errors.Is(err, host.ErrPluginFault), c.fault, c.contains)
 			}
-			if !strings.Contains(err.Error(), "plugin faults: terrarium_call_tool") {
+			if !strings.Contains(err.Error(), "plugin misbehave: terrarium_call_tool") {
 				t.Errorf("error does not name plugin and export: %v", err)
 			}
 			// The host still serves the next call.
-			out, err := runTool(ctx, r, "faults/ok")
+			out, err := runTool(ctx, r, "misbehave/ok")
 			if err != nil || out != "fine" {
 				t.Errorf("next call: %v, %v", out, err)
 			}
@@ -65,8 +65,8 @@ func TestFaultsAreContained(t *testing.T) {
 
 	// With a memory grant big enough for it, a 100 MB output is refused for its size.
 	h2, r2 := newHost(t)
-	load(t, h2, "testdata/faults", host.Manifest{MemoryPages: 8192})
-	if _, err := runTool(ctx, r2, "faults/huge"); !errors.Is(err, host.ErrPluginFault) || !strings.Contains(err.Error(), "exceeds the limit") {
+	load(t, h2, "testdata/misbehave", host.Manifest{MemoryPages: 8192})
+	if _, err := runTool(ctx, r2, "misbehave/huge"); !errors.Is(err, host.ErrPluginFault) || !strings.Contains(err.Error(), "exceeds the limit") {
 		t.Errorf("huge output with memory to spare: %v", err)
 	}
 }
@@ -78,8 +78,8 @@ func TestLoadRejects(t *testing.T) {
 	if !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), "does not export terrarium_call_tool") || !strings.Contains(err.Error(), "noexport") {
 		t.Errorf("missing export: %v", err)
 	}
-	_, err = h.Load(ctx, wasm(t, "testdata/faults"), host.Manifest{Config: map[string]string{"abi": "2"}})
-	if !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), "ABI version 2") {
+	_, err = h.Load(ctx, wasm(t, "testdata/misbehave"), host.Manifest{Config: map[string]string{"mode": "abi"}})
+	if !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), "ABI version 99") {
 		t.Errorf("unsupported ABI: %v", err)
 	}
 	_, err = h.Load(ctx, []byte("not wasm at all"), host.Manifest{})
@@ -110,17 +110,17 @@ func TestLoadRejects(t *testing.T) {
 
 func TestWaitingForAnInstanceHonoursTheContext(t *testing.T) {
 	h, r := newHost(t)
-	load(t, h, "testdata/faults", host.Manifest{MaxInstances: 1, Timeout: host.Duration{Duration: 1500 * time.Millisecond}})
+	load(t, h, "testdata/misbehave", host.Manifest{MaxInstances: 1, Timeout: host.Duration{Duration: 1500 * time.Millisecond}})
 	busy := make(chan error)
 	go func() {
-		_, err := runTool(context.Background(), r, "faults/loop")
+		_, err := runTool(context.Background(), r, "misbehave/loop")
 		busy <- err
 	}()
 	time.Sleep(200 * time.Millisecond) // let the loop take the only instance
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := runTool(ctx, r, "faults/ok")
+	_, err := runTool(ctx, r, "misbehave/ok")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("waiting call: %v", err)
 	}
@@ -130,7 +130,7 @@ func TestWaitingForAnInstanceHonoursTheContext(t *testing.T) {
 	if err := <-busy; !strings.Contains(fmt.Sprint(err), "timed out") {
 		t.Errorf("looping call: %v", err)
 	}
-	if out, err := runTool(context.Background(), r, "faults/ok"); err != nil || out != "fine" {
+	if out, err := runTool(context.Background(), r, "misbehave/ok"); err != nil || out != "fine" {
 		t.Errorf("after the timeout: %v, %v", out, err)
 	}
 }
@@ -139,16 +139,16 @@ func TestWaitingForAnInstanceHonoursTheContext(t *testing.T) {
 // ends that connection with an error; earlier snapshots stay intact and resumable.
 func TestFaultInATurnDamagesNoSnapshot(t *testing.T) {
 	h, r := newHost(t)
-	load(t, h, "testdata/faults", host.Manifest{})
+	load(t, h, "testdata/misbehave", host.Manifest{})
 	load(t, h, "../plugins/scratchpad", host.Manifest{State: abi.StateWrite})
 	testmodel.Define(r, "test/faulty").
 		Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "scratchpad/note", Ref: "1", Input: map[string]any{"text": "keep me"}})).
 		ReplyText("noted").
-		Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "faults/panic", Ref: "2", Input: map[string]any{}})).
+		Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "misbehave/panic", Ref: "2", Input: map[string]any{}})).
 		ReplyText("after the resume")
 	snaps := agent.NewInMemorySnapshotStore[Notes]()
 	a := agent.DefineAgent[struct{}, Notes](r, "faulty",
-		agent.WithGenerateOpts[Notes](agent.WithModelName("test/faulty"), agent.WithToolNames("scratchpad/note", "faults/panic")),
+		agent.WithGenerateOpts[Notes](agent.WithModelName("test/faulty"), agent.WithToolNames("scratchpad/note", "misbehave/panic")),
 		agent.WithSnapshotStore(snaps))
 	ctx := context.Background()
 	conn, _ := a.StreamBidi(ctx)
@@ -167,7 +167,7 @@ func TestFaultInATurnDamagesNoSnapshot(t *testing.T) {
 	for _, err := range conn.Receive() {
 		turnErr = err
 	}
-	if !errors.Is(turnErr, host.ErrPluginFault) || !strings.Contains(turnErr.Error(), "plugin faults: terrarium_call_tool") {
+	if !errors.Is(turnErr, host.ErrPluginFault) || !strings.Contains(turnErr.Error(), "plugin misbehave: terrarium_call_tool") {
 		t.Fatalf("faulty turn: %v", turnErr)
 	}
 	if _, err := conn.Output(); err == nil {

@@ -69,7 +69,7 @@ func TestPluginTest(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "conforms") || !strings.Contains(stderr, "tool note: valid input") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	broken := pluginbuild.ForTest(t, "../../host/conformance/testdata/broken")
+	broken := pluginbuild.ForTest(t, "../../host/testdata/misbehave")
 	code, stdout, _ = terrarium(t, "plugin", "test", "--json", "--config", "mode=liar", broken)
 	var rep struct {
 		Passed  bool

@@ -45,7 +45,7 @@ func TestFirstPartyPluginsConform(t *testing.T) {
 // each must fail with the finding for that failure, and only with findings that
 // follow from it.
 func TestBrokenPluginsFail(t *testing.T) {
-	broken := wasm(t, "testdata/broken")
+	broken := wasm(t, "../testdata/misbehave")
 	for _, tc := range []struct {
 		mode  string
 		check string // a failing check's name contains this

@@ -1,6 +1,11 @@
-// Command broken is the conformance suite's test fixture: a plugin written straight on
-// the Extism kernel that misbehaves in one way per mode, the "mode" config value. Each
-// mode is a failure kind the suite must report.
+// Command misbehave is a test plugin written straight on the Extism kernel, without
+// the SDK, that misbehaves on purpose.
+//
+// Without a "mode" config value it offers one tool per fault the host must survive
+// (ok, panic, loop, oom, badjson, huge, error). With a mode it misbehaves in that one
+// way, each a failure kind the conformance suite must report: abi, dupnames,
+// badschema, badpoint, badcaps, acceptsinvalid, badoutput, trap, slow, memhog, liar,
+// baddirective, badstate.
 package main
 
 import (
@@ -51,6 +56,8 @@ func input() []byte {
 	return b
 }
 
+// block copies b into a kernel block, eight bytes at a time: the 100 MB output must
+// not take longer than the call's timeout.
 func block(b []byte) uint64 {
 	off := alloc(uint64(len(b)))
 	i := 0
@@ -71,16 +78,24 @@ func read(off uint64) []byte {
 	return b
 }
 
-func output(v any) int32 {
-	b, _ := json.Marshal(v)
+func outputRaw(b []byte) int32 {
 	outputSet(block(b), uint64(len(b)))
 	return 0
 }
 
+func output(v any) int32 {
+	b, _ := json.Marshal(v)
+	return outputRaw(b)
+}
+
+func failRaw(text string) int32 {
+	errorSet(block([]byte(text)))
+	return 1
+}
+
 func fail(code, msg string) int32 {
 	b, _ := json.Marshal(map[string]string{"code": code, "message": msg})
-	errorSet(block(b))
-	return 1
+	return failRaw(string(b))
 }
 
 func mode() string {
@@ -90,6 +105,9 @@ func mode() string {
 	}
 	return ""
 }
+
+// faultTools are the tools of the default mode.
+var faultTools = []string{"ok", "panic", "loop", "oom", "badjson", "huge", "error"}
 
 var intInput = map[string]any{
 	"type":                 "object",
@@ -101,8 +119,17 @@ var intInput = map[string]any{
 //go:wasmexport terrarium_describe
 func describe() int32 {
 	m := mode()
+	d := map[string]any{"abi": 1, "name": "misbehave", "version": "0.0.1"}
+	if m == "" {
+		var defs []any
+		for _, t := range faultTools {
+			defs = append(defs, map[string]any{"name": t, "description": "fault: " + t, "inputSchema": map[string]any{"type": "object"}})
+		}
+		d["tools"] = defs
+		return output(d)
+	}
 	tool := map[string]any{"name": "t", "description": "a tool", "inputSchema": intInput, "outputSchema": map[string]any{"type": "integer"}}
-	d := map[string]any{"abi": 1, "name": "broken", "version": "0.0.1", "tools": []any{tool}}
+	d["tools"] = []any{tool}
 	switch m {
 	case "abi":
 		d["abi"] = 99
@@ -130,18 +157,18 @@ var sink [][]byte
 //go:wasmexport terrarium_call_tool
 func callTool() int32 {
 	m := mode()
-	raw := input()
 	var in struct {
 		Tool  string         `json:"tool"`
 		Input map[string]any `json:"input"`
 	}
-	if err := json.Unmarshal(raw, &in); err != nil {
+	if err := json.Unmarshal(input(), &in); err != nil {
 		if m == "trap" {
-			// Crash instead of answering: nothing recovers a panic in a goroutine.
-			go func() { panic("broken: cannot parse my input") }()
-			time.Sleep(time.Second)
+			crash("misbehave: cannot parse my input")
 		}
 		return fail("invalid_input", err.Error())
+	}
+	if m == "" {
+		return faultTool(in.Tool)
 	}
 	if in.Tool != "t" {
 		return fail("not_found", "no tool "+in.Tool)
@@ -158,15 +185,47 @@ func callTool() int32 {
 			time.Sleep(time.Millisecond)
 		}
 	case "memhog":
-		for {
-			sink = append(sink, make([]byte, 8<<20))
-		}
+		exhaustMemory()
 	}
 	n, ok := in.Input["n"].(float64)
 	if !ok || len(in.Input) != 1 || n != float64(int64(n)) {
-		return fail("invalid_input", "want {\"n\": integer}")
+		return fail("invalid_input", `want {"n": integer}`)
 	}
 	return output(map[string]any{"output": int64(n) * 2})
+}
+
+// faultTool runs a tool of the default mode.
+func faultTool(name string) int32 {
+	switch name {
+	case "ok":
+		return outputRaw([]byte(`{"output":"fine"}`))
+	case "panic":
+		crash("misbehave: deliberate panic")
+	case "loop":
+		for {
+		}
+	case "oom":
+		exhaustMemory()
+	case "badjson":
+		return outputRaw([]byte(`{"output": not json`))
+	case "huge":
+		return outputRaw([]byte(`{"output":"` + strings.Repeat("x", 100<<20) + `"}`))
+	case "error":
+		return failRaw("plain text, not JSON")
+	}
+	return fail("not_found", "no tool "+name)
+}
+
+// crash panics where nothing recovers: the Go runtime dies, and the instance with it.
+func crash(msg string) {
+	go func() { panic(msg) }()
+	time.Sleep(time.Second)
+}
+
+func exhaustMemory() {
+	for {
+		sink = append(sink, make([]byte, 8<<20))
+	}
 }
 
 //go:wasmexport terrarium_generate
