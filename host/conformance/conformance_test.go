@@ -11,6 +11,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/conformance"
+	"github.com/terrarium-ai/terrarium/host/conformance/conformancetest"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
@@ -26,17 +27,7 @@ func wasm(t *testing.T, dir string) []byte {
 func TestFirstPartyPluginsConform(t *testing.T) {
 	for _, name := range []string{"calculator", "clock", "scratchpad", "profile", "offline"} {
 		t.Run(name, func(t *testing.T) {
-			rep, err := conformance.Run(context.Background(), wasm(t, "../../plugins/"+name), conformance.Options{Manifest: host.Manifest{State: abi.StateWrite}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var table strings.Builder
-			rep.WriteTable(&table)
-			if !rep.Passed {
-				t.Errorf("%s does not conform:\n%s", name, table.String())
-			} else {
-				t.Logf("\n%s", table.String())
-			}
+			conformancetest.Require(t, wasm(t, "../../plugins/"+name), conformance.Options{Manifest: host.Manifest{State: abi.StateWrite}})
 		})
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/conformance"
+	"github.com/terrarium-ai/terrarium/host/conformance/conformancetest"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
@@ -773,19 +774,9 @@ func TestFakeAnthropic(t *testing.T) {
 func TestConformanceAgainstFake(t *testing.T) {
 	t.Parallel()
 	srv := newFakeAnthropic(t)
-	rep, err := conformance.Run(context.Background(), pluginWasm(t), conformance.Options{Manifest: host.Manifest{
+	conformancetest.Require(t, pluginWasm(t), conformance.Options{Manifest: host.Manifest{
 		HTTP:    []string{"127.0.0.1"},
 		Config:  map[string]string{"baseURL": srv.URL + "/v1", "models": "claude-sonnet-4-5"},
 		Secrets: map[string]host.Secret{"ANTHROPIC_API_KEY": {Value: testKey}},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table strings.Builder
-	rep.WriteTable(&table)
-	if !rep.Passed {
-		t.Errorf("the plugin does not conform:\n%s", table.String())
-	} else {
-		t.Logf("\n%s", table.String())
-	}
 }

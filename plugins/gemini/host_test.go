@@ -22,6 +22,7 @@ import (
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/conformance"
+	"github.com/terrarium-ai/terrarium/host/conformance/conformancetest"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
@@ -766,19 +767,9 @@ func TestConformanceAgainstFake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := conformance.Run(t.Context(), wasm, conformance.Options{Manifest: host.Manifest{
+	conformancetest.Require(t, wasm, conformance.Options{Manifest: host.Manifest{
 		HTTP:    []string{"127.0.0.1"},
 		Config:  map[string]string{"baseURL": srv.URL + "/v1beta", "models": "gemini-2.5-flash"},
 		Secrets: map[string]host.Secret{"GEMINI_API_KEY": {Value: testKey}},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table strings.Builder
-	rep.WriteTable(&table)
-	if !rep.Passed {
-		t.Errorf("the plugin does not conform:\n%s", table.String())
-	} else {
-		t.Logf("\n%s", table.String())
-	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/conformance"
+	"github.com/terrarium-ai/terrarium/host/conformance/conformancetest"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
@@ -725,19 +726,9 @@ func TestNoAPIKey(t *testing.T) {
 // fake server.
 func TestConformanceAgainstFake(t *testing.T) {
 	srv := newFakeOpenAI(t)
-	rep, err := conformance.Run(t.Context(), pluginWasm(t), conformance.Options{Manifest: host.Manifest{
+	conformancetest.Require(t, pluginWasm(t), conformance.Options{Manifest: host.Manifest{
 		HTTP:    []string{"127.0.0.1"},
 		Config:  map[string]string{"baseURL": srv.URL + "/v1", "models": "fake-model"},
 		Secrets: map[string]host.Secret{"OPENAI_API_KEY": {Value: "sk-test"}},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table strings.Builder
-	rep.WriteTable(&table)
-	if !rep.Passed {
-		t.Errorf("the plugin does not conform:\n%s", table.String())
-	} else {
-		t.Logf("\n%s", table.String())
-	}
 }
