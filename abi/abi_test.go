@@ -284,25 +284,27 @@ func TestAccumulator(t *testing.T) {
 	}
 }
 
-// TestABIBuildsForWasip1 proves the package compiles for plugins and imports only the
-// standard library.
+// TestABIBuildsForWasip1 proves abi and abi/plugin compile for plugins and import only
+// the standard library and each other.
 func TestABIBuildsForWasip1(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds with the go command")
 	}
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(gobin, "build", "-o", os.DevNull, ".")
+	cmd := exec.Command(gobin, "build", "-o", os.DevNull, ".", "./plugin")
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("GOOS=wasip1 GOARCH=wasm go build ./abi: %v\n%s", err, out)
+		t.Fatalf("GOOS=wasip1 GOARCH=wasm go build ./abi ./abi/plugin: %v\n%s", err, out)
 	}
-	out, err := exec.Command(gobin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	out, err := exec.Command(gobin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".", "./plugin").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		if dep != "github.com/terrarium-ai/terrarium/abi" {
-			t.Errorf("abi imports %s; it must import only the standard library", dep)
+		switch dep {
+		case "github.com/terrarium-ai/terrarium/abi", "github.com/terrarium-ai/terrarium/abi/plugin":
+		default:
+			t.Errorf("abi or abi/plugin imports %s; they must import only the standard library", dep)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 )
 
@@ -24,7 +25,7 @@ func (m *pluginModel) Info() *abi.ModelInfo   { return m.info }
 func (m *pluginModel) Desc() agent.ActionDesc { return agent.ModelDesc(m.Name(), m.info) }
 
 func (m *pluginModel) Generate(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
-	in, err := json.Marshal(abi.GenerateInput{Model: m.local, Request: req, Stream: cb != nil})
+	in, err := json.Marshal(plugin.GenerateInput{Model: m.local, Request: req, Stream: cb != nil})
 	if err != nil {
 		return nil, fmt.Errorf("host: encoding the request for %s: %w", m.Name(), err)
 	}
@@ -38,12 +39,12 @@ func (m *pluginModel) Generate(ctx context.Context, req *abi.GenerateRequest, cb
 			return cb(ctx, &c)
 		}
 	}
-	out, err := m.p.call(ctx, abi.ExportGenerate, in, b)
+	out, err := m.p.call(ctx, plugin.ExportGenerate, in, b)
 	if err != nil {
 		return nil, err
 	}
 	var resp abi.GenerateResponse
-	if err := m.p.decode(abi.ExportGenerate, out, &resp); err != nil {
+	if err := m.p.decode(plugin.ExportGenerate, out, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil
@@ -60,7 +61,7 @@ func (t *pluginTool) Definition() *abi.ToolDefinition { return t.def }
 func (t *pluginTool) Desc() agent.ActionDesc          { return agent.ToolDesc(t.def) }
 
 func (t *pluginTool) Run(ctx context.Context, input any) (any, error) {
-	ti := abi.ToolInput{Tool: t.local, Input: input}
+	ti := plugin.ToolInput{Tool: t.local, Input: input}
 	if md, resumed := agent.Resumed(ctx); resumed {
 		ti.Resumed = md
 	}
@@ -69,12 +70,12 @@ func (t *pluginTool) Run(ctx context.Context, input any) (any, error) {
 		return nil, fmt.Errorf("host: encoding the input of %s: %w", t.Name(), err)
 	}
 	b := &binding{session: agent.AnySessionFromContext(ctx), stream: reportStatus}
-	out, err := t.p.call(ctx, abi.ExportCallTool, in, b)
+	out, err := t.p.call(ctx, plugin.ExportCallTool, in, b)
 	if err != nil {
 		return nil, err
 	}
-	var res abi.ToolOutput
-	if err := t.p.decode(abi.ExportCallTool, out, &res); err != nil {
+	var res plugin.ToolOutput
+	if err := t.p.decode(plugin.ExportCallTool, out, &res); err != nil {
 		return nil, err
 	}
 	if res.Interrupt != nil {
@@ -86,7 +87,7 @@ func (t *pluginTool) Run(ctx context.Context, input any) (any, error) {
 type pluginHandler struct {
 	p     *Plugin
 	local string
-	desc  abi.HandlerDescriptor
+	desc  plugin.HandlerDescriptor
 }
 
 func (h *pluginHandler) Name() string            { return h.p.desc.Name + "/" + h.local }
@@ -103,16 +104,16 @@ func (h *pluginHandler) Handle(ctx context.Context, in *abi.HandlerInput) (*abi.
 		return nil, fmt.Errorf("host: encoding the input of %s: %w", h.Name(), err)
 	}
 	b := &binding{session: agent.AnySessionFromContext(ctx), stream: reportStatus}
-	out, err := h.p.call(ctx, abi.ExportHandle, data, b)
+	out, err := h.p.call(ctx, plugin.ExportHandle, data, b)
 	if err != nil {
 		return nil, err
 	}
 	var d abi.Directive
-	if err := h.p.decode(abi.ExportHandle, out, &d); err != nil {
+	if err := h.p.decode(plugin.ExportHandle, out, &d); err != nil {
 		return nil, err
 	}
 	if err := d.Validate(); err != nil {
-		return nil, &CallError{Plugin: h.p.desc.Name, Export: abi.ExportHandle, Err: fmt.Errorf("%w: %w", ErrPluginFault, err)}
+		return nil, &CallError{Plugin: h.p.desc.Name, Export: plugin.ExportHandle, Err: fmt.Errorf("%w: %w", ErrPluginFault, err)}
 	}
 	return &d, nil
 }

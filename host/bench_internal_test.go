@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
@@ -66,7 +66,7 @@ func BenchmarkWarmInstanceMemory(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := inst.call(context.WithValue(ctx, bindingKey{}, &binding{plugin: p}), abi.ExportDescribe, nil); err != nil {
+			if _, err := inst.call(context.WithValue(ctx, bindingKey{}, &binding{plugin: p}), plugin.ExportDescribe, nil); err != nil {
 				b.Fatal(err)
 			}
 			insts[i] = inst

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/testmodel"
 	"github.com/terrarium-ai/terrarium/host"
@@ -43,7 +44,7 @@ func TestFaultsAreContained(t *testing.T) {
 		t.Run(c.tool, func(t *testing.T) {
 			_, err := runTool(ctx, r, "misbehave/"+c.tool)
 			var ce *host.CallError
-			if !errors.As(err, &ce) || ce.Plugin != "misbehave" || ce.Export != abi.ExportCallTool {
+			if !errors.As(err, &ce) || ce.Plugin != "misbehave" || ce.Export != plugin.ExportCallTool {
 				t.Fatalf("err = %v, want a CallError naming plugin and export", err)
 			}
 			if errors.Is(err, host.ErrPluginFault) != c.fault || !strings.Contains(err.Error(), c.contains) {
@@ -140,7 +141,7 @@ func TestWaitingForAnInstanceHonoursTheContext(t *testing.T) {
 func TestFaultInATurnDamagesNoSnapshot(t *testing.T) {
 	h, r := newHost(t)
 	load(t, h, "testdata/misbehave", host.Manifest{})
-	load(t, h, "../plugins/scratchpad", host.Manifest{State: abi.StateWrite})
+	load(t, h, "../plugins/scratchpad", host.Manifest{State: plugin.StateWrite})
 	testmodel.Define(r, "test/faulty").
 		Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "scratchpad/note", Ref: "1", Input: map[string]any{"text": "keep me"}})).
 		ReplyText("noted").
@@ -201,7 +202,7 @@ func TestFaultInATurnDamagesNoSnapshot(t *testing.T) {
 // session's state holds its own notes and nobody else's.
 func TestConcurrentSessionsShareOnePool(t *testing.T) {
 	h, r := newHost(t)
-	p := load(t, h, "../plugins/scratchpad", host.Manifest{State: abi.StateWrite, MaxInstances: 4})
+	p := load(t, h, "../plugins/scratchpad", host.Manifest{State: plugin.StateWrite, MaxInstances: 4})
 	testmodel.Define(r, "test/notes", testmodel.WithHandler(func(req *abi.GenerateRequest) testmodel.Turn {
 		last := req.Messages[len(req.Messages)-1]
 		if last.Role == abi.RoleTool {
@@ -266,14 +267,14 @@ func TestConcurrentSessionsShareOnePool(t *testing.T) {
 }
 
 func TestDescriptorProblems(t *testing.T) {
-	good := &abi.Descriptor{ABI: abi.Version, Name: "p", Capabilities: abi.Capabilities{
-		State: abi.StateWrite, HTTP: []string{"api.example.com", "127.0.0.1", "*.example.org", "::1"},
+	good := &plugin.Descriptor{ABI: plugin.Version, Name: "p", Capabilities: plugin.Capabilities{
+		State: plugin.StateWrite, HTTP: []string{"api.example.com", "127.0.0.1", "*.example.org", "::1"},
 		Config: []string{"baseURL"}, Secrets: []string{"KEY"},
-	}, Models: []abi.ModelDescriptor{{Name: "meta-llama/llama-3:8b"}}}
+	}, Models: []plugin.ModelDescriptor{{Name: "meta-llama/llama-3:8b"}}}
 	if p := host.DescriptorProblems(good); len(p) != 0 {
 		t.Errorf("a valid descriptor has problems: %v", p)
 	}
-	bad := &abi.Descriptor{ABI: 7, Name: "Bad Name", Capabilities: abi.Capabilities{HTTP: []string{"http://x.com/"}, Secrets: []string{"{{x}}"}}}
+	bad := &plugin.Descriptor{ABI: 7, Name: "Bad Name", Capabilities: plugin.Capabilities{HTTP: []string{"http://x.com/"}, Secrets: []string{"{{x}}"}}}
 	cats := map[string]bool{}
 	for _, p := range host.DescriptorProblems(bad) {
 		cats[p.Category] = true

@@ -20,15 +20,16 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/internal/schema"
 )
 
 // hostModuleName is the import module of the host functions.
-const hostModuleName = abi.HostModule
+const hostModuleName = plugin.HostModule
 
 // SupportedABIVersions lists the plugin ABI versions this host loads.
-var SupportedABIVersions = []int{abi.Version}
+var SupportedABIVersions = []int{plugin.Version}
 
 var (
 	// ErrPluginFault is wrapped by errors caused by a plugin misbehaving: a trap, a
@@ -154,7 +155,7 @@ func (h *Host) Plugin(name string) *Plugin {
 // Plugin is a loaded plugin: its descriptor, its manifest and its pool of instances.
 type Plugin struct {
 	host     *Host
-	desc     abi.Descriptor
+	desc     plugin.Descriptor
 	manifest Manifest
 	sha256   string
 	size     int
@@ -168,7 +169,7 @@ type Plugin struct {
 func (p *Plugin) Name() string { return p.desc.Name }
 
 // Descriptor returns what the plugin described itself as.
-func (p *Plugin) Descriptor() abi.Descriptor { return p.desc }
+func (p *Plugin) Descriptor() plugin.Descriptor { return p.desc }
 
 // Manifest returns the plugin's grants, defaults filled in.
 func (p *Plugin) Manifest() Manifest { return p.manifest }
@@ -270,17 +271,17 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 	}
 	p.pool = newPool(m.MaxInstances, mod.instantiate)
 	p.pool.warm(inst)
-	if !mod.hasExport(abi.ExportDescribe) {
-		return fail(fmt.Errorf("it does not export %s: not a Terrarium plugin", abi.ExportDescribe))
+	if !mod.hasExport(plugin.ExportDescribe) {
+		return fail(fmt.Errorf("it does not export %s: not a Terrarium plugin", plugin.ExportDescribe))
 	}
 	p.desc.Name = "(loading)"
-	out, err := p.call(ctx, abi.ExportDescribe, nil, &binding{})
+	out, err := p.call(ctx, plugin.ExportDescribe, nil, &binding{})
 	if err != nil {
 		return fail(err)
 	}
-	var desc abi.Descriptor
+	var desc plugin.Descriptor
 	if err := json.Unmarshal(out, &desc); err != nil {
-		return fail(fmt.Errorf("%s returned invalid JSON: %w", abi.ExportDescribe, err))
+		return fail(fmt.Errorf("%s returned invalid JSON: %w", plugin.ExportDescribe, err))
 	}
 	p.desc = desc
 	return p, nil
@@ -293,9 +294,9 @@ func (p *Plugin) checkExports() error {
 		declared bool
 		export   string
 	}{
-		{"models", len(p.desc.Models) > 0, abi.ExportGenerate},
-		{"tools", len(p.desc.Tools) > 0, abi.ExportCallTool},
-		{"handlers", len(p.desc.Handlers) > 0, abi.ExportHandle},
+		{"models", len(p.desc.Models) > 0, plugin.ExportGenerate},
+		{"tools", len(p.desc.Tools) > 0, plugin.ExportCallTool},
+		{"handlers", len(p.desc.Handlers) > 0, plugin.ExportHandle},
 	} {
 		if k.declared && !p.module.hasExport(k.export) {
 			return fmt.Errorf("plugin %s declares %s but does not export %s", p.desc.Name, k.kind, k.export)
@@ -399,7 +400,7 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 		return nil, cerr(err)
 	}
 	b.plugin = p
-	if b.session != nil && p.manifest.State.Allows(abi.StateWrite) {
+	if b.session != nil && p.manifest.State.Allows(plugin.StateWrite) {
 		// A plugin's state_get then state_set spans two host calls; calls of
 		// plugins that may write are serialized per session so those sequences never
 		// interleave (tools run concurrently within a turn).
@@ -413,7 +414,7 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	p.pool.put(inst, err != nil && !reported)
 	switch {
 	case reported:
-		return nil, cerr(abi.DecodeError(pe.msg))
+		return nil, cerr(plugin.DecodeError(pe.msg))
 	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return nil, cerr(fmt.Errorf("%w: timed out after %v", ErrPluginFault, p.manifest.Timeout.Duration))
 	case err != nil && ctx.Err() != nil:
@@ -444,7 +445,7 @@ var (
 
 // ValidateDescriptor checks a plugin's description: a supported ABI version, valid and
 // unique names, valid JSON Schemas, known hook points and state access.
-func ValidateDescriptor(d *abi.Descriptor) error {
+func ValidateDescriptor(d *plugin.Descriptor) error {
 	problems := DescriptorProblems(d)
 	if len(problems) == 0 {
 		return nil
@@ -473,7 +474,7 @@ const (
 )
 
 // DescriptorProblems lists what is wrong with a descriptor (nothing: it is valid).
-func DescriptorProblems(d *abi.Descriptor) []DescriptorProblem {
+func DescriptorProblems(d *plugin.Descriptor) []DescriptorProblem {
 	var out []DescriptorProblem
 	bad := func(cat, format string, args ...any) {
 		out = append(out, DescriptorProblem{cat, fmt.Sprintf(format, args...)})
@@ -539,7 +540,7 @@ func DescriptorProblems(d *abi.Descriptor) []DescriptorProblem {
 	names("handler", handlers)
 	c := d.Capabilities
 	switch c.State {
-	case "", abi.StateNone, abi.StateRead, abi.StateWrite:
+	case "", plugin.StateNone, plugin.StateRead, plugin.StateWrite:
 	default:
 		bad(ProblemCapabilities, "state %q: want none, read or write", c.State)
 	}

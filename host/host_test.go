@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/testmodel"
 	"github.com/terrarium-ai/terrarium/host"
@@ -72,8 +73,8 @@ func load(t *testing.T, h *host.Host, dir string, m host.Manifest) *host.Plugin 
 func TestFirstPartyPluginsRegister(t *testing.T) {
 	h, r := newHost(t)
 	for _, name := range []string{"calculator", "clock", "scratchpad", "profile", "offline"} {
-		p := load(t, h, "../plugins/"+name, host.Manifest{State: abi.StateWrite})
-		if p.Name() != name || p.Descriptor().ABI != abi.Version || len(p.SHA256()) != 64 || p.Size() == 0 {
+		p := load(t, h, "../plugins/"+name, host.Manifest{State: plugin.StateWrite})
+		if p.Name() != name || p.Descriptor().ABI != plugin.Version || len(p.SHA256()) != 64 || p.Size() == 0 {
 			t.Errorf("%s: %+v", name, p.Descriptor())
 		}
 	}
@@ -124,7 +125,7 @@ func TestPluginToolAndModelInGenerate(t *testing.T) {
 	_, err = agent.Generate(context.Background(), r, agent.WithModel(m), agent.WithPrompt("x"), agent.WithToolNames("calculator/calc"))
 	var ce *host.CallError
 	var ae *abi.Error
-	if !errors.As(err, &ce) || ce.Plugin != "calculator" || ce.Export != abi.ExportCallTool || !errors.As(err, &ae) || ae.Code != abi.CodeInvalidInput {
+	if !errors.As(err, &ce) || ce.Plugin != "calculator" || ce.Export != plugin.ExportCallTool || !errors.As(err, &ae) || ae.Code != abi.CodeInvalidInput {
 		t.Errorf("plugin error = %v", err)
 	}
 
@@ -160,8 +161,8 @@ type Profile struct {
 
 func TestPluginToolChangesStateInAgentTurnSnapshot(t *testing.T) {
 	h, r := newHost(t)
-	load(t, h, "../plugins/scratchpad", host.Manifest{State: abi.StateWrite})
-	load(t, h, "../plugins/profile", host.Manifest{State: abi.StateWrite})
+	load(t, h, "../plugins/scratchpad", host.Manifest{State: plugin.StateWrite})
+	load(t, h, "../plugins/profile", host.Manifest{State: plugin.StateWrite})
 	handler, err := r.LookupHandler("profile/extract")
 	if err != nil {
 		t.Fatal(err)
@@ -289,11 +290,11 @@ type Probe struct {
 }
 
 func TestHostFunctionsStateGrants(t *testing.T) {
-	for _, access := range []abi.StateAccess{abi.StateNone, abi.StateRead, abi.StateWrite} {
+	for _, access := range []plugin.StateAccess{plugin.StateNone, plugin.StateRead, plugin.StateWrite} {
 		t.Run(string(access), func(t *testing.T) {
 			h, r := newHost(t)
 			load(t, h, "testdata/hostcheck", host.Manifest{State: access})
-			canRead, canWrite := access != abi.StateNone, access == abi.StateWrite
+			canRead, canWrite := access != plugin.StateNone, access == plugin.StateWrite
 			out, _ := withSession(t, Probe{Count: 1}, func(ctx context.Context, s *agent.Session[Probe]) {
 				check := func(what string, allowed bool, res result) {
 					t.Helper()

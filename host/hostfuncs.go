@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 )
 
@@ -24,33 +25,33 @@ type binding struct {
 
 type bindingKey struct{}
 
-func ok(payload []byte) []byte { return append([]byte{abi.ResultOK}, payload...) }
+func ok(payload []byte) []byte { return append([]byte{plugin.ResultOK}, payload...) }
 
 func fail(code abi.ErrorCode, format string, args ...any) []byte {
 	b, _ := json.Marshal(abi.Errorf(code, format, args...))
-	return append([]byte{abi.ResultError}, b...)
+	return append([]byte{plugin.ResultError}, b...)
 }
 
 func failErr(err error) []byte {
 	b, _ := json.Marshal(abi.AsError(err))
-	return append([]byte{abi.ResultError}, b...)
+	return append([]byte{plugin.ResultError}, b...)
 }
 
 // hostFuncs defines terrarium:host/v1. Each function reads its binding, checks the
 // plugin's grant, and acts on the bound session only.
 func (h *Host) hostFuncs() []hostFunc {
 	return []hostFunc{
-		{abi.FnSessionID, 0, withSession(abi.StateNone, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		{plugin.FnSessionID, 0, withSession(plugin.StateNone, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
 			return ok([]byte(b.session.ID()))
 		})},
-		{abi.FnStateGet, 0, withSession(abi.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		{plugin.FnStateGet, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
 			data, err := b.session.CustomJSON()
 			if err != nil {
 				return fail(abi.CodeInternal, "encoding the state: %v", err)
 			}
 			return ok(data)
 		})},
-		{abi.FnStateSet, 1, withSession(abi.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		{plugin.FnStateSet, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
 			data, err := c.read(args[0])
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the state: %v", err)
@@ -60,14 +61,14 @@ func (h *Host) hostFuncs() []hostFunc {
 			}
 			return ok(nil)
 		})},
-		{abi.FnMessagesGet, 0, withSession(abi.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		{plugin.FnMessagesGet, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
 			data, err := json.Marshal(b.session.Messages())
 			if err != nil {
 				return fail(abi.CodeInternal, "encoding the messages: %v", err)
 			}
 			return ok(data)
 		})},
-		{abi.FnMessagesAppend, 1, withSession(abi.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		{plugin.FnMessagesAppend, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
 			msgs, res := readMessages(c, args[0])
 			if res != nil {
 				return res
@@ -75,7 +76,7 @@ func (h *Host) hostFuncs() []hostFunc {
 			b.session.AddMessages(msgs...)
 			return ok(nil)
 		})},
-		{abi.FnMessagesSet, 1, withSession(abi.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		{plugin.FnMessagesSet, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
 			msgs, res := readMessages(c, args[0])
 			if res != nil {
 				return res
@@ -83,7 +84,7 @@ func (h *Host) hostFuncs() []hostFunc {
 			b.session.SetMessages(msgs)
 			return ok(nil)
 		})},
-		{abi.FnArtifactAdd, 1, withSession(abi.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		{plugin.FnArtifactAdd, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
 			data, err := c.read(args[0])
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the artifact: %v", err)
@@ -95,7 +96,7 @@ func (h *Host) hostFuncs() []hostFunc {
 			b.session.AddArtifact(&a)
 			return ok(nil)
 		})},
-		{abi.FnStream, 1, func(ctx context.Context, c *hostCall, args []uint64) []byte {
+		{plugin.FnStream, 1, func(ctx context.Context, c *hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
 			data, err := c.read(args[0])
 			if err != nil {
@@ -112,7 +113,7 @@ func (h *Host) hostFuncs() []hostFunc {
 			}
 			return ok(nil)
 		}},
-		{abi.FnConfigGet, 1, func(ctx context.Context, c *hostCall, args []uint64) []byte {
+		{plugin.FnConfigGet, 1, func(ctx context.Context, c *hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
 			key, err := c.read(args[0])
 			if err != nil {
@@ -124,7 +125,7 @@ func (h *Host) hostFuncs() []hostFunc {
 			}
 			return ok([]byte(v))
 		}},
-		{abi.FnSecretGet, 1, func(ctx context.Context, c *hostCall, args []uint64) []byte {
+		{plugin.FnSecretGet, 1, func(ctx context.Context, c *hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
 			name, err := c.read(args[0])
 			if err != nil {
@@ -136,10 +137,10 @@ func (h *Host) hostFuncs() []hostFunc {
 			}
 			return ok([]byte(s.Value))
 		}},
-		{abi.FnHTTPRequest, 2, h.httpRequest},
-		{abi.FnHTTPRead, 2, h.httpRead},
-		{abi.FnHTTPClose, 1, h.httpClose},
-		{abi.FnLog, 2, func(ctx context.Context, c *hostCall, args []uint64) []byte {
+		{plugin.FnHTTPRequest, 2, h.httpRequest},
+		{plugin.FnHTTPRead, 2, h.httpRead},
+		{plugin.FnHTTPClose, 1, h.httpClose},
+		{plugin.FnLog, 2, func(ctx context.Context, c *hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
 			msg, err := c.read(args[1])
 			if err != nil {
@@ -167,7 +168,7 @@ func bindingOf(ctx context.Context) *binding {
 
 // withSession guards a session function: the call must be bound to a session and the
 // manifest must grant the access the function needs.
-func withSession(need abi.StateAccess, fn func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte) func(context.Context, *hostCall, []uint64) []byte {
+func withSession(need plugin.StateAccess, fn func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte) func(context.Context, *hostCall, []uint64) []byte {
 	return func(ctx context.Context, c *hostCall, args []uint64) []byte {
 		b := bindingOf(ctx)
 		if !b.plugin.manifest.State.Allows(need) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
 
 // httpState holds the responses a call opened; they are closed when the call ends.
@@ -59,7 +60,7 @@ func (h *Host) httpRequest(ctx context.Context, c *hostCall, args []uint64) []by
 	if err != nil {
 		return fail(abi.CodeInvalidInput, "reading the request: %v", err)
 	}
-	var r abi.HTTPRequest
+	var r plugin.HTTPRequest
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return fail(abi.CodeInvalidInput, "request: %v", err)
 	}
@@ -121,7 +122,7 @@ func (h *Host) httpRequest(ctx context.Context, c *hostCall, args []uint64) []by
 	}
 	b.http.next++
 	b.http.open[b.http.next] = &openResponse{body: resp.Body}
-	head := abi.HTTPResponse{Handle: b.http.next, Status: resp.StatusCode, Headers: map[string]string{}}
+	head := plugin.HTTPResponse{Handle: b.http.next, Status: resp.StatusCode, Headers: map[string]string{}}
 	for k, v := range resp.Header {
 		head.Headers[strings.ToLower(k)] = strings.Join(v, ", ")
 	}

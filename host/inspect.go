@@ -7,7 +7,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
-	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
 
 // Inspection is what a plugin is, without loading it: its size and hash, the functions
@@ -19,7 +19,7 @@ type Inspection struct {
 	Exports []string
 	// Descriptor is nil when the plugin could not describe itself; DescribeErr says
 	// why.
-	Descriptor  *abi.Descriptor
+	Descriptor  *plugin.Descriptor
 	DescribeErr error
 	// Manifest is the manifest the plugin was described under, defaults filled in.
 	Manifest Manifest

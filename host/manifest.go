@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
 
 // Manifest is what the operator grants a plugin. Everything is denied unless granted;
@@ -23,7 +23,7 @@ type Manifest struct {
 	// MaxInstances bounds the instances serving calls at once; more calls wait.
 	MaxInstances int `json:"maxInstances,omitempty"`
 	// State is the access to the session: none, read or write.
-	State abi.StateAccess `json:"state,omitempty"`
+	State plugin.StateAccess `json:"state,omitempty"`
 	// HTTP lists the hosts the plugin may call: exact names ("api.openai.com",
 	// "127.0.0.1") or "*.example.com" for any subdomain of example.com.
 	HTTP []string `json:"http,omitempty"`
@@ -74,14 +74,14 @@ func (m Manifest) withDefaults() Manifest {
 		m.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if m.State == "" {
-		m.State = abi.StateNone
+		m.State = plugin.StateNone
 	}
 	return m
 }
 
 func (m Manifest) validate() error {
 	switch m.State {
-	case abi.StateNone, abi.StateRead, abi.StateWrite:
+	case plugin.StateNone, plugin.StateRead, plugin.StateWrite:
 	default:
 		return fmt.Errorf("state access %q: want none, read or write", m.State)
 	}

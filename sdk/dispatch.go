@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
 
 // maxOutput is the largest output a plugin may set (ABI.md, section 4).
@@ -30,7 +31,7 @@ var runMain = func() {}
 func serve(k kernel, r *registry, export string) int32 {
 	runMain()
 	var input []byte
-	if export != abi.ExportDescribe {
+	if export != plugin.ExportDescribe {
 		input = k.input()
 	}
 	out, aerr := r.dispatch(export, input)
@@ -59,13 +60,13 @@ func (r *registry) dispatch(export string, input []byte) (out []byte, aerr *abi.
 	var v any
 	var err error
 	switch export {
-	case abi.ExportDescribe:
+	case plugin.ExportDescribe:
 		v = r.descriptor()
-	case abi.ExportCallTool:
+	case plugin.ExportCallTool:
 		v, err = r.callTool(input)
-	case abi.ExportGenerate:
+	case plugin.ExportGenerate:
 		v, err = r.generate(input)
-	case abi.ExportHandle:
+	case plugin.ExportHandle:
 		v, err = r.handle(input)
 	default:
 		return nil, abi.Errorf(abi.CodeNotFound, "no export %q", export)
@@ -95,7 +96,7 @@ func decodeInput(export string, input []byte, v any) error {
 	return nil
 }
 
-// toolCall is the input of terrarium_call_tool (abi.ToolInput), with the tool's input
+// toolCall is the input of terrarium_call_tool (plugin.ToolInput), with the tool's input
 // kept raw: it is decoded once, straight into the tool's input type, so that numbers
 // keep their precision.
 type toolCall struct {
@@ -106,11 +107,11 @@ type toolCall struct {
 
 func (r *registry) callTool(input []byte) (any, error) {
 	var c toolCall
-	if err := decodeInput(abi.ExportCallTool, input, &c); err != nil {
+	if err := decodeInput(plugin.ExportCallTool, input, &c); err != nil {
 		return nil, err
 	}
 	if c.Tool == "" {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no tool", abi.ExportCallTool)
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no tool", plugin.ExportCallTool)
 	}
 	t := r.tool(c.Tool)
 	if t == nil {
@@ -139,25 +140,25 @@ func (r *registry) callTool(input []byte) (any, error) {
 	if err != nil {
 		return nil, abi.Errorf(abi.CodeInternal, "tool %q: encoding the output: %v", c.Tool, err)
 	}
-	// Not abi.ToolOutput: its omitempty would drop a null output, and "output" must be
+	// Not plugin.ToolOutput: its omitempty would drop a null output, and "output" must be
 	// there for the host to tell an answer from an interrupt.
 	return map[string]json.RawMessage{"output": raw}, nil
 }
 
 func (r *registry) generate(input []byte) (any, error) {
-	var in abi.GenerateInput
-	if err := decodeInput(abi.ExportGenerate, input, &in); err != nil {
+	var in plugin.GenerateInput
+	if err := decodeInput(plugin.ExportGenerate, input, &in); err != nil {
 		return nil, err
 	}
 	if in.Model == "" {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no model", abi.ExportGenerate)
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no model", plugin.ExportGenerate)
 	}
 	m := r.model(in.Model)
 	if m == nil {
 		return nil, abi.Errorf(abi.CodeNotFound, "no model %q", in.Model)
 	}
 	if in.Request == nil {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input has no request", abi.ExportGenerate)
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input has no request", plugin.ExportGenerate)
 	}
 	var resp *abi.GenerateResponse
 	ctx := context.WithValue(context.Background(), streamingKey{}, in.Stream)
@@ -177,18 +178,18 @@ func (r *registry) generate(input []byte) (any, error) {
 
 func (r *registry) handle(input []byte) (any, error) {
 	var in abi.HandlerInput
-	if err := decodeInput(abi.ExportHandle, input, &in); err != nil {
+	if err := decodeInput(plugin.ExportHandle, input, &in); err != nil {
 		return nil, err
 	}
 	if in.Handler == "" {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no handler", abi.ExportHandle)
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no handler", plugin.ExportHandle)
 	}
 	h := r.handler(in.Handler)
 	if h == nil {
 		return nil, abi.Errorf(abi.CodeNotFound, "no handler %q", in.Handler)
 	}
 	if !in.Point.Valid() {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: unknown hook point %q", abi.ExportHandle, in.Point)
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: unknown hook point %q", plugin.ExportHandle, in.Point)
 	}
 	var d *abi.Directive
 	err := protect(fmt.Sprintf("handler %q", in.Handler), func() error {
@@ -213,7 +214,7 @@ func (r *registry) handle(input []byte) (any, error) {
 func protect(what string, f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			Log(abi.LogError, fmt.Sprintf("%s panicked: %v\n%s", what, p, debug.Stack()))
+			Log(plugin.LogError, fmt.Sprintf("%s panicked: %v\n%s", what, p, debug.Stack()))
 			err = abi.Errorf(abi.CodeInternal, "%s panicked: %v", what, p)
 		}
 	}()

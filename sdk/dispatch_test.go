@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
 
 type addIn struct {
@@ -24,7 +25,7 @@ type addOut struct {
 // the tests need.
 func testRegistry() *registry {
 	r := newRegistry()
-	r.setInfo(Info{Name: "test-plugin", Version: "0.1.0", Description: "For tests.", Capabilities: abi.Capabilities{State: abi.StateRead}})
+	r.setInfo(Info{Name: "test-plugin", Version: "0.1.0", Description: "For tests.", Capabilities: plugin.Capabilities{State: plugin.StateRead}})
 	addTool(r, "add", "Adds.", func(_ context.Context, in addIn) (addOut, error) {
 		return addOut{Sum: in.A + in.B}, nil
 	})
@@ -83,15 +84,15 @@ func dispatchJSON(t *testing.T, r *registry, export string, input any) ([]byte, 
 }
 
 func TestDescribe(t *testing.T) {
-	out, aerr := dispatchJSON(t, testRegistry(), abi.ExportDescribe, nil)
+	out, aerr := dispatchJSON(t, testRegistry(), plugin.ExportDescribe, nil)
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
-	var d abi.Descriptor
+	var d plugin.Descriptor
 	if err := json.Unmarshal(out, &d); err != nil {
 		t.Fatal(err)
 	}
-	if d.ABI != abi.Version || d.Name != "test-plugin" || d.Version != "0.1.0" || d.Capabilities.State != abi.StateRead {
+	if d.ABI != plugin.Version || d.Name != "test-plugin" || d.Version != "0.1.0" || d.Capabilities.State != plugin.StateRead {
 		t.Errorf("descriptor head = %+v", d)
 	}
 	if len(d.Tools) != 8 || d.Tools[0].Name != "add" || d.Tools[0].Description != "Adds." {
@@ -110,7 +111,7 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("handlers = %+v", d.Handlers)
 	}
 	// Describe takes no input: garbage is ignored.
-	if _, aerr := dispatchJSON(t, testRegistry(), abi.ExportDescribe, "garbage"); aerr != nil {
+	if _, aerr := dispatchJSON(t, testRegistry(), plugin.ExportDescribe, "garbage"); aerr != nil {
 		t.Error(aerr)
 	}
 }
@@ -161,8 +162,8 @@ func TestRegistrationErrors(t *testing.T) {
 	} {
 		r := newRegistry()
 		tc.setup(r)
-		for _, export := range []string{abi.ExportDescribe, abi.ExportCallTool} {
-			_, aerr := dispatchJSON(t, r, export, abi.ToolInput{Tool: "x"})
+		for _, export := range []string{plugin.ExportDescribe, plugin.ExportCallTool} {
+			_, aerr := dispatchJSON(t, r, export, plugin.ToolInput{Tool: "x"})
 			if aerr == nil || aerr.Code != abi.CodeInternal || !strings.Contains(aerr.Message, tc.want) {
 				t.Errorf("%s: %s error = %v, want internal containing %q", tc.name, export, aerr, tc.want)
 			}
@@ -177,15 +178,15 @@ func TestCallTool(t *testing.T) {
 		input any
 		want  string // output JSON
 	}{
-		{"struct in and out", abi.ToolInput{Tool: "add", Input: map[string]any{"a": 2, "b": 3}}, `{"output":{"sum":5}}`},
+		{"struct in and out", plugin.ToolInput{Tool: "add", Input: map[string]any{"a": 2, "b": 3}}, `{"output":{"sum":5}}`},
 		{"integers keep their precision", `{"tool":"big","input":9007199254740993}`, `{"output":9007199254740993}`},
-		{"a nil output is null", abi.ToolInput{Tool: "nothing", Input: map[string]any{}}, `{"output":null}`},
-		{"interrupt", abi.ToolInput{Tool: "approve", Input: map[string]any{}}, `{"interrupt":{"ask":"Send 10 EUR?"}}`},
-		{"resumed", abi.ToolInput{Tool: "approve", Input: map[string]any{}, Resumed: map[string]any{"approved": true}}, `{"output":"sent"}`},
+		{"a nil output is null", plugin.ToolInput{Tool: "nothing", Input: map[string]any{}}, `{"output":null}`},
+		{"interrupt", plugin.ToolInput{Tool: "approve", Input: map[string]any{}}, `{"interrupt":{"ask":"Send 10 EUR?"}}`},
+		{"resumed", plugin.ToolInput{Tool: "approve", Input: map[string]any{}, Resumed: map[string]any{"approved": true}}, `{"output":"sent"}`},
 		{"resumed with empty metadata", `{"tool":"approve","input":{},"resumed":{}}`, `{"output":"cancelled"}`},
-		{"interrupt without metadata", abi.ToolInput{Tool: "interruptsEmpty", Input: map[string]any{}}, `{"interrupt":{}}`},
+		{"interrupt without metadata", plugin.ToolInput{Tool: "interruptsEmpty", Input: map[string]any{}}, `{"interrupt":{}}`},
 	} {
-		out, aerr := dispatchJSON(t, r, abi.ExportCallTool, tc.input)
+		out, aerr := dispatchJSON(t, r, plugin.ExportCallTool, tc.input)
 		if aerr != nil {
 			t.Errorf("%s: %v", tc.name, aerr)
 			continue
@@ -201,7 +202,7 @@ func TestCallTool(t *testing.T) {
 		{"wrong type", `{"tool":"add","input":{"a":"one","b":2}}`, `/a: want integer, got string`},
 		{"not an object", `{"tool":"add","input":[1,2]}`, `want object, got array`},
 	} {
-		_, aerr := dispatchJSON(t, r, abi.ExportCallTool, tc.input)
+		_, aerr := dispatchJSON(t, r, plugin.ExportCallTool, tc.input)
 		if aerr == nil || aerr.Code != abi.CodeInvalidInput || !strings.Contains(aerr.Message, tc.want) {
 			t.Errorf("%s: err = %v, want invalid_input mentioning %q", tc.name, aerr, tc.want)
 		}
@@ -217,28 +218,28 @@ func TestErrors(t *testing.T) {
 		code   abi.ErrorCode
 		want   string
 	}{
-		{"unknown tool", abi.ExportCallTool, abi.ToolInput{Tool: "nope"}, abi.CodeNotFound, `no tool "nope"`},
-		{"unknown model", abi.ExportGenerate, abi.GenerateInput{Model: "nope", Request: &abi.GenerateRequest{}}, abi.CodeNotFound, `no model "nope"`},
-		{"unknown handler", abi.ExportHandle, abi.HandlerInput{Handler: "nope", Point: abi.HookTurnStart}, abi.CodeNotFound, `no handler "nope"`},
+		{"unknown tool", plugin.ExportCallTool, plugin.ToolInput{Tool: "nope"}, abi.CodeNotFound, `no tool "nope"`},
+		{"unknown model", plugin.ExportGenerate, plugin.GenerateInput{Model: "nope", Request: &abi.GenerateRequest{}}, abi.CodeNotFound, `no model "nope"`},
+		{"unknown handler", plugin.ExportHandle, abi.HandlerInput{Handler: "nope", Point: abi.HookTurnStart}, abi.CodeNotFound, `no handler "nope"`},
 		{"unknown export", "terrarium_nope", "{}", abi.CodeNotFound, "terrarium_nope"},
-		{"empty tool input", abi.ExportCallTool, "", abi.CodeInvalidInput, "empty input"},
-		{"empty generate input", abi.ExportGenerate, "", abi.CodeInvalidInput, "empty input"},
-		{"empty handle input", abi.ExportHandle, "", abi.CodeInvalidInput, "empty input"},
-		{"truncated", abi.ExportCallTool, `{"tool":"add","input":{"a":`, abi.CodeInvalidInput, "malformed input"},
-		{"garbage", abi.ExportGenerate, "\x00\xff garbage", abi.CodeInvalidInput, "malformed input"},
-		{"trailing data", abi.ExportCallTool, `{"tool":"add"} {}`, abi.CodeInvalidInput, "malformed input"},
-		{"not an object", abi.ExportHandle, `[1,2]`, abi.CodeInvalidInput, "malformed input"},
-		{"null", abi.ExportCallTool, `null`, abi.CodeInvalidInput, "names no tool"},
-		{"wrong input type", abi.ExportCallTool, `{"tool":"add","input":{"a":"two"}}`, abi.CodeInvalidInput, `tool "add": input`},
-		{"input not an object", abi.ExportCallTool, `{"tool":"add","input":[1]}`, abi.CodeInvalidInput, `tool "add": input`},
-		{"no request", abi.ExportGenerate, `{"model":"echo"}`, abi.CodeInvalidInput, "no request"},
-		{"bad message", abi.ExportGenerate, `{"model":"echo","request":{"messages":[{"role":"robot","content":[]}]}}`, abi.CodeInvalidInput, "robot"},
-		{"bad point", abi.ExportHandle, `{"handler":"greet","point":"noon"}`, abi.CodeInvalidInput, `unknown hook point "noon"`},
-		{"panic", abi.ExportCallTool, abi.ToolInput{Tool: "panics"}, abi.CodeInternal, `tool "panics" panicked: boom`},
-		{"coded error", abi.ExportCallTool, abi.ToolInput{Tool: "fails"}, abi.CodeUnavailable, "the service is down"},
-		{"plain error", abi.ExportCallTool, abi.ToolInput{Tool: "plainerr"}, abi.CodeInternal, "plain"},
-		{"nil response", abi.ExportGenerate, abi.GenerateInput{Model: "nil", Request: &abi.GenerateRequest{}}, abi.CodeInternal, `model "nil" returned no response`},
-		{"invalid directive", abi.ExportHandle, abi.HandlerInput{Handler: "bad", Point: abi.HookTurnEnd}, abi.CodeInternal, `handler "bad": abi: unknown directive action "explode"`},
+		{"empty tool input", plugin.ExportCallTool, "", abi.CodeInvalidInput, "empty input"},
+		{"empty generate input", plugin.ExportGenerate, "", abi.CodeInvalidInput, "empty input"},
+		{"empty handle input", plugin.ExportHandle, "", abi.CodeInvalidInput, "empty input"},
+		{"truncated", plugin.ExportCallTool, `{"tool":"add","input":{"a":`, abi.CodeInvalidInput, "malformed input"},
+		{"garbage", plugin.ExportGenerate, "\x00\xff garbage", abi.CodeInvalidInput, "malformed input"},
+		{"trailing data", plugin.ExportCallTool, `{"tool":"add"} {}`, abi.CodeInvalidInput, "malformed input"},
+		{"not an object", plugin.ExportHandle, `[1,2]`, abi.CodeInvalidInput, "malformed input"},
+		{"null", plugin.ExportCallTool, `null`, abi.CodeInvalidInput, "names no tool"},
+		{"wrong input type", plugin.ExportCallTool, `{"tool":"add","input":{"a":"two"}}`, abi.CodeInvalidInput, `tool "add": input`},
+		{"input not an object", plugin.ExportCallTool, `{"tool":"add","input":[1]}`, abi.CodeInvalidInput, `tool "add": input`},
+		{"no request", plugin.ExportGenerate, `{"model":"echo"}`, abi.CodeInvalidInput, "no request"},
+		{"bad message", plugin.ExportGenerate, `{"model":"echo","request":{"messages":[{"role":"robot","content":[]}]}}`, abi.CodeInvalidInput, "robot"},
+		{"bad point", plugin.ExportHandle, `{"handler":"greet","point":"noon"}`, abi.CodeInvalidInput, `unknown hook point "noon"`},
+		{"panic", plugin.ExportCallTool, plugin.ToolInput{Tool: "panics"}, abi.CodeInternal, `tool "panics" panicked: boom`},
+		{"coded error", plugin.ExportCallTool, plugin.ToolInput{Tool: "fails"}, abi.CodeUnavailable, "the service is down"},
+		{"plain error", plugin.ExportCallTool, plugin.ToolInput{Tool: "plainerr"}, abi.CodeInternal, "plain"},
+		{"nil response", plugin.ExportGenerate, plugin.GenerateInput{Model: "nil", Request: &abi.GenerateRequest{}}, abi.CodeInternal, `model "nil" returned no response`},
+		{"invalid directive", plugin.ExportHandle, abi.HandlerInput{Handler: "bad", Point: abi.HookTurnEnd}, abi.CodeInternal, `handler "bad": abi: unknown directive action "explode"`},
 	} {
 		out, aerr := dispatchJSON(t, r, tc.export, tc.input)
 		if aerr == nil {
@@ -253,7 +254,7 @@ func TestErrors(t *testing.T) {
 
 func TestGenerateAndHandle(t *testing.T) {
 	r := testRegistry()
-	out, aerr := dispatchJSON(t, r, abi.ExportGenerate, abi.GenerateInput{Model: "echo", Request: &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("hi")}}})
+	out, aerr := dispatchJSON(t, r, plugin.ExportGenerate, plugin.GenerateInput{Model: "echo", Request: &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("hi")}}})
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
@@ -265,11 +266,11 @@ func TestGenerateAndHandle(t *testing.T) {
 		t.Errorf("response = %s", out)
 	}
 
-	out, aerr = dispatchJSON(t, r, abi.ExportHandle, abi.HandlerInput{Handler: "greet", Point: abi.HookTurnStart, Input: []*abi.Message{abi.NewUserTextMessage("hi")}})
+	out, aerr = dispatchJSON(t, r, plugin.ExportHandle, abi.HandlerInput{Handler: "greet", Point: abi.HookTurnStart, Input: []*abi.Message{abi.NewUserTextMessage("hi")}})
 	if aerr != nil || string(out) != `{"action":"reply","text":"hello"}` {
 		t.Errorf("greet = %s, %v", out, aerr)
 	}
-	out, aerr = dispatchJSON(t, r, abi.ExportHandle, abi.HandlerInput{Handler: "greet", Point: abi.HookTurnEnd})
+	out, aerr = dispatchJSON(t, r, plugin.ExportHandle, abi.HandlerInput{Handler: "greet", Point: abi.HookTurnEnd})
 	if aerr != nil || string(out) != `{"action":"continue"}` {
 		t.Errorf("greet with a nil directive = %s, %v", out, aerr)
 	}
@@ -279,7 +280,7 @@ func TestOutputLimit(t *testing.T) {
 	r := newRegistry()
 	r.setInfo(Info{Name: "p"})
 	addTool(r, "huge", "", func(context.Context, struct{}) (string, error) { return strings.Repeat("a", maxOutput), nil })
-	_, aerr := dispatchJSON(t, r, abi.ExportCallTool, `{"tool":"huge"}`)
+	_, aerr := dispatchJSON(t, r, plugin.ExportCallTool, `{"tool":"huge"}`)
 	if aerr == nil || aerr.Code != abi.CodeLimitExceeded {
 		t.Errorf("error = %v, want limit_exceeded", aerr)
 	}
@@ -299,16 +300,16 @@ func (k *fakeKernel) setError(b []byte)  { k.errOut = b }
 func TestServe(t *testing.T) {
 	r := testRegistry()
 	k := &fakeKernel{in: []byte(`{"tool":"add","input":{"a":1,"b":2}}`)}
-	if rc := serve(k, r, abi.ExportCallTool); rc != 0 || string(k.out) != `{"output":{"sum":3}}` || k.errOut != nil {
+	if rc := serve(k, r, plugin.ExportCallTool); rc != 0 || string(k.out) != `{"output":{"sum":3}}` || k.errOut != nil {
 		t.Errorf("serve = %d, output %s, error %s", rc, k.out, k.errOut)
 	}
 	k = &fakeKernel{in: []byte(`{"tool":"nope"}`)}
-	if rc := serve(k, r, abi.ExportCallTool); rc != 1 || k.out != nil || string(k.errOut) != `{"code":"not_found","message":"no tool \"nope\""}` {
+	if rc := serve(k, r, plugin.ExportCallTool); rc != 1 || k.out != nil || string(k.errOut) != `{"code":"not_found","message":"no tool \"nope\""}` {
 		t.Errorf("serve = %d, output %s, error %s", rc, k.out, k.errOut)
 	}
 	k = &fakeKernel{}
-	var d abi.Descriptor
-	if rc := serve(k, r, abi.ExportDescribe); rc != 0 || k.inputRead || json.Unmarshal(k.out, &d) != nil || d.Name != "test-plugin" {
+	var d plugin.Descriptor
+	if rc := serve(k, r, plugin.ExportDescribe); rc != 0 || k.inputRead || json.Unmarshal(k.out, &d) != nil || d.Name != "test-plugin" {
 		t.Errorf("describe = %d, output %s, read input %v", rc, k.out, k.inputRead)
 	}
 }
@@ -326,7 +327,7 @@ func FuzzDispatch(f *testing.F) {
 	}
 	r := testRegistry()
 	f.Fuzz(func(t *testing.T, in string) {
-		for _, export := range []string{abi.ExportCallTool, abi.ExportGenerate, abi.ExportHandle} {
+		for _, export := range []string{plugin.ExportCallTool, plugin.ExportGenerate, plugin.ExportHandle} {
 			out, aerr := r.dispatch(export, []byte(in))
 			if aerr == nil && !json.Valid(out) {
 				t.Errorf("%s(%q) = %q: not JSON", export, in, out)
@@ -346,18 +347,18 @@ func TestWasmNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(src)
-	for _, e := range []string{abi.ExportDescribe, abi.ExportGenerate, abi.ExportCallTool, abi.ExportHandle} {
+	for _, e := range []string{plugin.ExportDescribe, plugin.ExportGenerate, plugin.ExportCallTool, plugin.ExportHandle} {
 		if !strings.Contains(s, "//go:wasmexport "+e+"\n") {
 			t.Errorf("no //go:wasmexport %s", e)
 		}
 	}
 	for _, fn := range []string{
-		abi.FnSessionID, abi.FnStateGet, abi.FnStateSet, abi.FnMessagesGet, abi.FnMessagesAppend,
-		abi.FnMessagesSet, abi.FnArtifactAdd, abi.FnStream, abi.FnConfigGet, abi.FnSecretGet,
-		abi.FnHTTPRequest, abi.FnHTTPRead, abi.FnHTTPClose, abi.FnLog,
+		plugin.FnSessionID, plugin.FnStateGet, plugin.FnStateSet, plugin.FnMessagesGet, plugin.FnMessagesAppend,
+		plugin.FnMessagesSet, plugin.FnArtifactAdd, plugin.FnStream, plugin.FnConfigGet, plugin.FnSecretGet,
+		plugin.FnHTTPRequest, plugin.FnHTTPRead, plugin.FnHTTPClose, plugin.FnLog,
 	} {
-		if !strings.Contains(s, "//go:wasmimport "+abi.HostModule+" "+fn+"\n") {
-			t.Errorf("no //go:wasmimport %s %s", abi.HostModule, fn)
+		if !strings.Contains(s, "//go:wasmimport "+plugin.HostModule+" "+fn+"\n") {
+			t.Errorf("no //go:wasmimport %s %s", plugin.HostModule, fn)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
 
 // maxChunk is the largest chunk or status a plugin may stream (ABI.md, section 4).
@@ -22,7 +23,7 @@ func blockArg(b []byte) hostArg { return hostArg{data: b} }
 
 func numArg(n int64) hostArg { return hostArg{num: n, isNum: true} }
 
-// hostCaller calls the host functions of abi.HostModule. call returns the contents of
+// hostCaller calls the host functions of plugin.HostModule. call returns the contents of
 // the result block (tag byte first); the block and the argument blocks are freed.
 type hostCaller interface {
 	call(fn string, args ...hostArg) []byte
@@ -37,7 +38,7 @@ type noHost struct{}
 
 func (noHost) call(fn string, _ ...hostArg) []byte {
 	b, _ := json.Marshal(abi.Errorf(abi.CodeInternal, "sdk: %s: host functions are only available in a plugin (GOOS=wasip1)", fn))
-	return append([]byte{abi.ResultError}, b...)
+	return append([]byte{plugin.ResultError}, b...)
 }
 
 // callHost calls a host function and returns the payload of its result block, or the
@@ -52,10 +53,10 @@ func parseResult(fn string, block []byte) ([]byte, error) {
 		return nil, abi.Errorf(abi.CodeInternal, "sdk: %s: the host returned an empty result block", fn)
 	}
 	switch block[0] {
-	case abi.ResultOK:
+	case plugin.ResultOK:
 		return block[1:], nil
-	case abi.ResultError:
-		return nil, abi.DecodeError(string(block[1:]))
+	case plugin.ResultError:
+		return nil, plugin.DecodeError(string(block[1:]))
 	}
 	return nil, abi.Errorf(abi.CodeInternal, "sdk: %s: the result block starts with %d (want 0 or 1)", fn, block[0])
 }
@@ -83,7 +84,7 @@ func decodePayload(fn string, payload []byte, v any) error {
 // SessionID returns the ID of the session the current call is bound to. It fails with
 // no_session outside a session.
 func SessionID() (string, error) {
-	b, err := callHost(abi.FnSessionID)
+	b, err := callHost(plugin.FnSessionID)
 	return string(b), err
 }
 
@@ -92,29 +93,29 @@ func SessionID() (string, error) {
 // state type fails to decode with an internal error; map[string]any reads any state.
 func State[T any]() (T, error) {
 	var v T
-	b, err := callHost(abi.FnStateGet)
+	b, err := callHost(plugin.FnStateGet)
 	if err != nil {
 		return v, err
 	}
-	err = decodePayload(abi.FnStateGet, b, &v)
+	err = decodePayload(plugin.FnStateGet, b, &v)
 	return v, err
 }
 
 // SetState replaces the session's custom state with v. It needs the state capability
 // (write), and v's JSON must decode into the app's state type.
 func SetState[T any](v T) error {
-	_, err := callJSON(abi.FnStateSet, v)
+	_, err := callJSON(plugin.FnStateSet, v)
 	return err
 }
 
 // Messages returns the session's messages. It needs the state capability (read).
 func Messages() ([]*abi.Message, error) {
-	b, err := callHost(abi.FnMessagesGet)
+	b, err := callHost(plugin.FnMessagesGet)
 	if err != nil {
 		return nil, err
 	}
 	var msgs []*abi.Message
-	err = decodePayload(abi.FnMessagesGet, b, &msgs)
+	err = decodePayload(plugin.FnMessagesGet, b, &msgs)
 	return msgs, err
 }
 
@@ -124,7 +125,7 @@ func AppendMessages(msgs ...*abi.Message) error {
 	if msgs == nil {
 		msgs = []*abi.Message{}
 	}
-	_, err := callJSON(abi.FnMessagesAppend, msgs)
+	_, err := callJSON(plugin.FnMessagesAppend, msgs)
 	return err
 }
 
@@ -134,7 +135,7 @@ func SetMessages(msgs []*abi.Message) error {
 	if msgs == nil {
 		msgs = []*abi.Message{}
 	}
-	_, err := callJSON(abi.FnMessagesSet, msgs)
+	_, err := callJSON(plugin.FnMessagesSet, msgs)
 	return err
 }
 
@@ -144,7 +145,7 @@ func AddArtifact(name string, parts []*abi.Part, metadata map[string]any) error 
 	if parts == nil {
 		parts = []*abi.Part{}
 	}
-	_, err := callJSON(abi.FnArtifactAdd, struct {
+	_, err := callJSON(plugin.FnArtifactAdd, struct {
 		Name     string         `json:"name"`
 		Parts    []*abi.Part    `json:"parts"`
 		Metadata map[string]any `json:"metadata,omitempty"`
@@ -168,18 +169,18 @@ func Status(v any) error { return stream(v) }
 func stream(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return abi.Errorf(abi.CodeInternal, "sdk: %s: encoding: %v", abi.FnStream, err)
+		return abi.Errorf(abi.CodeInternal, "sdk: %s: encoding: %v", plugin.FnStream, err)
 	}
 	if len(b) > maxChunk {
-		return abi.Errorf(abi.CodeLimitExceeded, "sdk: %s: %d bytes, more than the limit of %d", abi.FnStream, len(b), maxChunk)
+		return abi.Errorf(abi.CodeLimitExceeded, "sdk: %s: %d bytes, more than the limit of %d", plugin.FnStream, len(b), maxChunk)
 	}
-	_, err = callHost(abi.FnStream, blockArg(b))
+	_, err = callHost(plugin.FnStream, blockArg(b))
 	return err
 }
 
 // Config returns the value of a config key the manifest grants the plugin.
 func Config(key string) (string, error) {
-	b, err := callHost(abi.FnConfigGet, blockArg([]byte(key)))
+	b, err := callHost(plugin.FnConfigGet, blockArg([]byte(key)))
 	return string(b), err
 }
 
@@ -187,17 +188,17 @@ func Config(key string) (string, error) {
 // Prefer {{secret:NAME}} placeholders in HTTP headers, which the host fills in without
 // the plugin ever seeing the value.
 func Secret(name string) (string, error) {
-	b, err := callHost(abi.FnSecretGet, blockArg([]byte(name)))
+	b, err := callHost(plugin.FnSecretGet, blockArg([]byte(name)))
 	return string(b), err
 }
 
 // Log writes a message to the host's log at the given level. It never fails: a message
 // the host does not take is dropped.
-func Log(level abi.LogLevel, msg string) {
-	_, _ = callHost(abi.FnLog, numArg(int64(level)), blockArg([]byte(msg)))
+func Log(level plugin.LogLevel, msg string) {
+	_, _ = callHost(plugin.FnLog, numArg(int64(level)), blockArg([]byte(msg)))
 }
 
 // Logf writes a formatted message to the host's log at the given level.
-func Logf(level abi.LogLevel, format string, args ...any) {
+func Logf(level plugin.LogLevel, format string, args ...any) {
 	Log(level, fmt.Sprintf(format, args...))
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
 
 // fakeCall is one host function call a fakeHostCaller saw.
@@ -43,11 +44,11 @@ func (h *fakeHostCaller) count(fn string) int {
 	return n
 }
 
-func okBlock(payload string) []byte { return append([]byte{abi.ResultOK}, payload...) }
+func okBlock(payload string) []byte { return append([]byte{plugin.ResultOK}, payload...) }
 
 func errBlock(code abi.ErrorCode, msg string) []byte {
 	b, _ := json.Marshal(abi.Errorf(code, "%s", msg))
-	return append([]byte{abi.ResultError}, b...)
+	return append([]byte{plugin.ResultError}, b...)
 }
 
 // useHost makes h the package's host for the test.
@@ -68,7 +69,7 @@ func TestParseResult(t *testing.T) {
 		{"ok", okBlock("abc"), "abc", "", ""},
 		{"ok empty", okBlock(""), "", "", ""},
 		{"error", errBlock(abi.CodePermissionDenied, "no"), "", abi.CodePermissionDenied, "no"},
-		{"error not JSON", append([]byte{abi.ResultError}, "oops"...), "", abi.CodeInternal, "oops"},
+		{"error not JSON", append([]byte{plugin.ResultError}, "oops"...), "", abi.CodeInternal, "oops"},
 		{"empty block", nil, "", abi.CodeInternal, "empty result block"},
 		{"bad tag", []byte{7, 'x'}, "", abi.CodeInternal, "starts with 7"},
 	} {
@@ -89,8 +90,8 @@ func TestParseResult(t *testing.T) {
 func TestStateRoundTrip(t *testing.T) {
 	state := []byte("null")
 	h := &fakeHostCaller{handlers: map[string]func([]hostArg) []byte{
-		abi.FnStateGet: func([]hostArg) []byte { return okBlock(string(state)) },
-		abi.FnStateSet: func(a []hostArg) []byte { state = a[0].data; return okBlock("") },
+		plugin.FnStateGet: func([]hostArg) []byte { return okBlock(string(state)) },
+		plugin.FnStateSet: func(a []hostArg) []byte { state = a[0].data; return okBlock("") },
 	}}
 	useHost(t, h)
 
@@ -123,7 +124,7 @@ func TestStateRoundTrip(t *testing.T) {
 
 func TestHostErrorsPassThrough(t *testing.T) {
 	useHost(t, &fakeHostCaller{handlers: map[string]func([]hostArg) []byte{
-		abi.FnSessionID: func([]hostArg) []byte { return errBlock(abi.CodeNoSession, "not bound to a session") },
+		plugin.FnSessionID: func([]hostArg) []byte { return errBlock(abi.CodeNoSession, "not bound to a session") },
 	}})
 	_, err := SessionID()
 	var aerr *abi.Error
@@ -141,17 +142,17 @@ func TestNoHostOutsideAPlugin(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "only available in a plugin") {
 		t.Errorf("Messages outside a plugin: %v", err)
 	}
-	Log(abi.LogInfo, "dropped") // must not panic
+	Log(plugin.LogInfo, "dropped") // must not panic
 }
 
 func TestHostFunctionArguments(t *testing.T) {
 	h := &fakeHostCaller{handlers: map[string]func([]hostArg) []byte{}}
-	for _, fn := range []string{abi.FnMessagesAppend, abi.FnMessagesSet, abi.FnArtifactAdd, abi.FnStream, abi.FnLog} {
+	for _, fn := range []string{plugin.FnMessagesAppend, plugin.FnMessagesSet, plugin.FnArtifactAdd, plugin.FnStream, plugin.FnLog} {
 		h.handlers[fn] = func([]hostArg) []byte { return okBlock("") }
 	}
-	h.handlers[abi.FnMessagesGet] = func([]hostArg) []byte { return okBlock(`[{"role":"user","content":[{"text":"hi"}]}]`) }
-	h.handlers[abi.FnConfigGet] = func(a []hostArg) []byte { return okBlock("value of " + string(a[0].data)) }
-	h.handlers[abi.FnSecretGet] = func(a []hostArg) []byte { return okBlock("s3cret") }
+	h.handlers[plugin.FnMessagesGet] = func([]hostArg) []byte { return okBlock(`[{"role":"user","content":[{"text":"hi"}]}]`) }
+	h.handlers[plugin.FnConfigGet] = func(a []hostArg) []byte { return okBlock("value of " + string(a[0].data)) }
+	h.handlers[plugin.FnSecretGet] = func(a []hostArg) []byte { return okBlock("s3cret") }
 	useHost(t, h)
 
 	msgs, err := Messages()
@@ -170,7 +171,7 @@ func TestHostFunctionArguments(t *testing.T) {
 	check(AddArtifact("report", []*abi.Part{abi.NewTextPart("body")}, map[string]any{"v": 1}))
 	check(StreamChunk(&abi.GenerateResponseChunk{Role: abi.RoleModel, Content: []*abi.Part{abi.NewTextPart("x")}}))
 	check(Status(map[string]any{"progress": 0.5}))
-	Log(abi.LogWarn, "careful")
+	Log(plugin.LogWarn, "careful")
 	v, err := Config("units")
 	if err != nil || v != "value of units" {
 		t.Errorf("Config = %q, %v", v, err)
@@ -180,16 +181,16 @@ func TestHostFunctionArguments(t *testing.T) {
 	}
 
 	want := []struct{ fn, arg string }{
-		{abi.FnMessagesGet, ""},
-		{abi.FnMessagesAppend, `[]`},
-		{abi.FnMessagesAppend, `[{"role":"model","content":[{"text":"yo"}]}]`},
-		{abi.FnMessagesSet, `[]`},
-		{abi.FnArtifactAdd, `{"name":"report","parts":[{"text":"body"}],"metadata":{"v":1}}`},
-		{abi.FnStream, `{"role":"model","index":0,"content":[{"text":"x"}]}`},
-		{abi.FnStream, `{"progress":0.5}`},
-		{abi.FnLog, "careful"},
-		{abi.FnConfigGet, "units"},
-		{abi.FnSecretGet, "KEY"},
+		{plugin.FnMessagesGet, ""},
+		{plugin.FnMessagesAppend, `[]`},
+		{plugin.FnMessagesAppend, `[{"role":"model","content":[{"text":"yo"}]}]`},
+		{plugin.FnMessagesSet, `[]`},
+		{plugin.FnArtifactAdd, `{"name":"report","parts":[{"text":"body"}],"metadata":{"v":1}}`},
+		{plugin.FnStream, `{"role":"model","index":0,"content":[{"text":"x"}]}`},
+		{plugin.FnStream, `{"progress":0.5}`},
+		{plugin.FnLog, "careful"},
+		{plugin.FnConfigGet, "units"},
+		{plugin.FnSecretGet, "KEY"},
 	}
 	if len(h.calls) != len(want) {
 		t.Fatalf("calls = %v", h.calls)
@@ -204,7 +205,7 @@ func TestHostFunctionArguments(t *testing.T) {
 			t.Errorf("call %d = %s(%s), want %s(%s)", i, c.fn, arg, w.fn, w.arg)
 		}
 	}
-	if c := h.calls[7]; !c.args[0].isNum || c.args[0].num != int64(abi.LogWarn) {
+	if c := h.calls[7]; !c.args[0].isNum || c.args[0].num != int64(plugin.LogWarn) {
 		t.Errorf("log level arg = %+v", c.args[0])
 	}
 
@@ -220,17 +221,17 @@ func TestHostFunctionArguments(t *testing.T) {
 func TestHTTP(t *testing.T) {
 	body := bytes.Repeat([]byte("0123456789"), 10_000) // 100 kB: several reads
 	var sent []byte
-	var reqHead abi.HTTPRequest
+	var reqHead plugin.HTTPRequest
 	pos := 0
 	h := &fakeHostCaller{handlers: map[string]func([]hostArg) []byte{
-		abi.FnHTTPRequest: func(a []hostArg) []byte {
+		plugin.FnHTTPRequest: func(a []hostArg) []byte {
 			if err := json.Unmarshal(a[0].data, &reqHead); err != nil {
 				return errBlock(abi.CodeInvalidInput, err.Error())
 			}
 			sent = a[1].data
 			return okBlock(`{"handle":7,"status":200,"headers":{"content-type":"text/plain"}}`)
 		},
-		abi.FnHTTPRead: func(a []hostArg) []byte {
+		plugin.FnHTTPRead: func(a []hostArg) []byte {
 			if a[0].num != 7 {
 				return errBlock(abi.CodeNotFound, "no handle")
 			}
@@ -238,7 +239,7 @@ func TestHTTP(t *testing.T) {
 			pos += n
 			return okBlock(string(body[pos-n : pos]))
 		},
-		abi.FnHTTPClose: func(a []hostArg) []byte { return okBlock("") },
+		plugin.FnHTTPClose: func(a []hostArg) []byte { return okBlock("") },
 	}}
 	useHost(t, h)
 
@@ -261,14 +262,14 @@ func TestHTTP(t *testing.T) {
 	if err != nil || !bytes.Equal(append([]byte("012"), rest...), body) {
 		t.Errorf("body: %d bytes, %v", len(rest)+3, err)
 	}
-	if got := h.count(abi.FnHTTPClose); got != 1 {
+	if got := h.count(plugin.FnHTTPClose); got != 1 {
 		t.Errorf("reading to the end closed %d times, want 1", got)
 	}
-	if err := resp.Body.Close(); err != nil || h.count(abi.FnHTTPClose) != 1 {
-		t.Errorf("Close after EOF: %v, %d closes", err, h.count(abi.FnHTTPClose))
+	if err := resp.Body.Close(); err != nil || h.count(plugin.FnHTTPClose) != 1 {
+		t.Errorf("Close after EOF: %v, %d closes", err, h.count(plugin.FnHTTPClose))
 	}
 	for _, c := range h.calls {
-		if c.fn == abi.FnHTTPRead && c.args[1].num != httpReadSize {
+		if c.fn == plugin.FnHTTPRead && c.args[1].num != httpReadSize {
 			t.Errorf("http_read asked for %d bytes", c.args[1].num)
 		}
 	}
@@ -286,15 +287,15 @@ func TestHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	if h.count(abi.FnHTTPClose) != 2 {
-		t.Errorf("closes = %d, want 2", h.count(abi.FnHTTPClose))
+	if h.count(plugin.FnHTTPClose) != 2 {
+		t.Errorf("closes = %d, want 2", h.count(plugin.FnHTTPClose))
 	}
 	if _, err := resp.Body.Read(small); err == nil {
 		t.Error("read after Close succeeded")
 	}
 
 	// A host error while reading sticks.
-	h.handlers[abi.FnHTTPRead] = func([]hostArg) []byte { return errBlock(abi.CodeLimitExceeded, "body too large") }
+	h.handlers[plugin.FnHTTPRead] = func([]hostArg) []byte { return errBlock(abi.CodeLimitExceeded, "body too large") }
 	resp, _ = HTTP(&HTTPRequest{Method: "GET", URL: "https://api.example/z"}, nil)
 	if _, err := io.ReadAll(resp.Body); abi.AsError(err).Code != abi.CodeLimitExceeded {
 		t.Errorf("read error = %v, want limit_exceeded", err)
@@ -305,7 +306,7 @@ func TestLogger(t *testing.T) {
 	var lines []string
 	var levels []int64
 	useHost(t, &fakeHostCaller{handlers: map[string]func([]hostArg) []byte{
-		abi.FnLog: func(a []hostArg) []byte {
+		plugin.FnLog: func(a []hostArg) []byte {
 			levels = append(levels, a[0].num)
 			lines = append(lines, string(a[1].data))
 			return okBlock("")
@@ -319,7 +320,7 @@ func TestLogger(t *testing.T) {
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("lines = %q, want %q", lines, want)
 	}
-	if len(levels) != 3 || levels[0] != int64(slog.LevelInfo) || levels[1] != int64(abi.LogDebug) || levels[2] != int64(abi.LogError) {
+	if len(levels) != 3 || levels[0] != int64(slog.LevelInfo) || levels[1] != int64(plugin.LogDebug) || levels[2] != int64(plugin.LogError) {
 		t.Errorf("levels = %v", levels)
 	}
 }

@@ -6,11 +6,12 @@ import (
 	"io"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
 
 // HTTPRequest is an outbound HTTP request: method, URL and headers. Header values may
 // hold {{secret:NAME}} placeholders, which the host replaces with the granted secret.
-type HTTPRequest = abi.HTTPRequest
+type HTTPRequest = plugin.HTTPRequest
 
 // HTTPResponse is the response to HTTP: its head, and a body read from the host as it
 // arrives.
@@ -38,15 +39,15 @@ func HTTP(req *HTTPRequest, body []byte) (*HTTPResponse, error) {
 	}
 	head, err := json.Marshal(req)
 	if err != nil {
-		return nil, abi.Errorf(abi.CodeInternal, "sdk: %s: encoding the request: %v", abi.FnHTTPRequest, err)
+		return nil, abi.Errorf(abi.CodeInternal, "sdk: %s: encoding the request: %v", plugin.FnHTTPRequest, err)
 	}
-	b, err := callHost(abi.FnHTTPRequest, blockArg(head), blockArg(body))
+	b, err := callHost(plugin.FnHTTPRequest, blockArg(head), blockArg(body))
 	if err != nil {
 		return nil, err
 	}
-	var resp abi.HTTPResponse
+	var resp plugin.HTTPResponse
 	if err := json.Unmarshal(b, &resp); err != nil {
-		return nil, abi.Errorf(abi.CodeInternal, "sdk: %s: decoding the response head: %v", abi.FnHTTPRequest, err)
+		return nil, abi.Errorf(abi.CodeInternal, "sdk: %s: decoding the response head: %v", plugin.FnHTTPRequest, err)
 	}
 	return &HTTPResponse{
 		Status: resp.Status,
@@ -77,7 +78,7 @@ func (b *httpBody) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	data, err := callHost(abi.FnHTTPRead, numArg(b.handle), numArg(httpReadSize))
+	data, err := callHost(plugin.FnHTTPRead, numArg(b.handle), numArg(httpReadSize))
 	if err != nil {
 		b.err = err
 		return 0, err
@@ -106,6 +107,6 @@ func (b *httpBody) close() error {
 		return nil
 	}
 	b.closed = true
-	_, err := callHost(abi.FnHTTPClose, numArg(b.handle))
+	_, err := callHost(plugin.FnHTTPClose, numArg(b.handle))
 	return err
 }

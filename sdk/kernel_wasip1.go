@@ -8,7 +8,7 @@ import (
 	"sync"
 	_ "unsafe" // for go:linkname
 
-	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
 
 // The Extism kernel (ABI.md, section 1). Offsets and lengths are i64; bytes are i32.
@@ -94,20 +94,20 @@ func hostHTTPClose(handle int64) uint64
 //go:wasmimport terrarium:host/v1 log
 func hostLog(level int64, msg uint64) uint64
 
-// The exports (abi.ExportDescribe, ...). The names must be literals here; a test checks
+// The exports (plugin.ExportDescribe, ...). The names must be literals here; a test checks
 // them against the abi constants.
 
 //go:wasmexport terrarium_describe
-func exportDescribe() int32 { return serve(wasmKernel{}, std, abi.ExportDescribe) }
+func exportDescribe() int32 { return serve(wasmKernel{}, std, plugin.ExportDescribe) }
 
 //go:wasmexport terrarium_generate
-func exportGenerate() int32 { return serve(wasmKernel{}, std, abi.ExportGenerate) }
+func exportGenerate() int32 { return serve(wasmKernel{}, std, plugin.ExportGenerate) }
 
 //go:wasmexport terrarium_call_tool
-func exportCallTool() int32 { return serve(wasmKernel{}, std, abi.ExportCallTool) }
+func exportCallTool() int32 { return serve(wasmKernel{}, std, plugin.ExportCallTool) }
 
 //go:wasmexport terrarium_handle
-func exportHandle() int32 { return serve(wasmKernel{}, std, abi.ExportHandle) }
+func exportHandle() int32 { return serve(wasmKernel{}, std, plugin.ExportHandle) }
 
 // mainMain is the plugin's main function. A -buildmode=c-shared module is a WASI
 // reactor: its _initialize runs package initialization but not main, so the SDK runs
@@ -205,33 +205,33 @@ func (wasmHost) call(fn string, args ...hostArg) []byte {
 	}
 	var res uint64
 	switch fn {
-	case abi.FnSessionID:
+	case plugin.FnSessionID:
 		res = hostSessionID()
-	case abi.FnStateGet:
+	case plugin.FnStateGet:
 		res = hostStateGet()
-	case abi.FnStateSet:
+	case plugin.FnStateSet:
 		res = hostStateSet(p[0])
-	case abi.FnMessagesGet:
+	case plugin.FnMessagesGet:
 		res = hostMessagesGet()
-	case abi.FnMessagesAppend:
+	case plugin.FnMessagesAppend:
 		res = hostMessagesAppend(p[0])
-	case abi.FnMessagesSet:
+	case plugin.FnMessagesSet:
 		res = hostMessagesSet(p[0])
-	case abi.FnArtifactAdd:
+	case plugin.FnArtifactAdd:
 		res = hostArtifactAdd(p[0])
-	case abi.FnStream:
+	case plugin.FnStream:
 		res = hostStream(p[0])
-	case abi.FnConfigGet:
+	case plugin.FnConfigGet:
 		res = hostConfigGet(p[0])
-	case abi.FnSecretGet:
+	case plugin.FnSecretGet:
 		res = hostSecretGet(p[0])
-	case abi.FnHTTPRequest:
+	case plugin.FnHTTPRequest:
 		res = hostHTTPRequest(p[0], p[1])
-	case abi.FnHTTPRead:
+	case plugin.FnHTTPRead:
 		res = hostHTTPRead(int64(p[0]), int64(p[1]))
-	case abi.FnHTTPClose:
+	case plugin.FnHTTPClose:
 		res = hostHTTPClose(int64(p[0]))
-	case abi.FnLog:
+	case plugin.FnLog:
 		res = hostLog(int64(p[0]), p[1])
 	default:
 		panic("sdk: unknown host function " + fn)

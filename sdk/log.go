@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
 
 // Logger returns a structured logger that writes through the host's log: each record
@@ -63,7 +63,7 @@ func (h *logHandler) Handle(ctx context.Context, r slog.Record) error {
 		}
 		msg += attrs
 	}
-	Log(abi.LogLevel(r.Level), msg)
+	Log(plugin.LogLevel(r.Level), msg)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
 
 // Info identifies a plugin and lists the capabilities it asks for. Pass it to Plugin.
@@ -25,7 +26,7 @@ type Info struct {
 	Description string
 	// Capabilities lists what the plugin needs: session state access, HTTP hosts,
 	// config keys and secrets. The operator's manifest grants them, or not.
-	Capabilities abi.Capabilities
+	Capabilities plugin.Capabilities
 }
 
 // Plugin names the plugin and declares its capabilities. Call it once, from main or an
@@ -89,12 +90,12 @@ type toolEntry struct {
 }
 
 type modelEntry struct {
-	desc abi.ModelDescriptor
+	desc plugin.ModelDescriptor
 	fn   func(context.Context, *abi.GenerateRequest) (*abi.GenerateResponse, error)
 }
 
 type handlerEntry struct {
-	desc abi.HandlerDescriptor
+	desc plugin.HandlerDescriptor
 	fn   func(context.Context, *abi.HandlerInput) (*abi.Directive, error)
 }
 
@@ -183,7 +184,7 @@ func (r *registry) addModel(name string, info *abi.ModelInfo, fn func(context.Co
 		r.errs = append(r.errs, fmt.Errorf("model %q registered twice", name))
 		return
 	}
-	r.models = append(r.models, &modelEntry{desc: abi.ModelDescriptor{Name: name, Info: info}, fn: fn})
+	r.models = append(r.models, &modelEntry{desc: plugin.ModelDescriptor{Name: name, Info: info}, fn: fn})
 }
 
 func (r *registry) addHandler(name, description string, fn func(context.Context, *abi.HandlerInput) (*abi.Directive, error), points []abi.HookPoint) {
@@ -216,7 +217,7 @@ func (r *registry) addHandler(name, description string, fn func(context.Context,
 		return
 	}
 	r.handlers = append(r.handlers, &handlerEntry{
-		desc: abi.HandlerDescriptor{Name: name, Description: description, Points: ps},
+		desc: plugin.HandlerDescriptor{Name: name, Description: description, Points: ps},
 		fn:   fn,
 	})
 }
@@ -239,11 +240,11 @@ func (r *registry) err() *abi.Error {
 	return abi.Errorf(abi.CodeInternal, "plugin registration failed: %s", strings.Join(msgs, "; "))
 }
 
-func (r *registry) descriptor() *abi.Descriptor {
+func (r *registry) descriptor() *plugin.Descriptor {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	d := &abi.Descriptor{
-		ABI:          abi.Version,
+	d := &plugin.Descriptor{
+		ABI:          plugin.Version,
 		Name:         r.info.Name,
 		Version:      r.info.Version,
 		Description:  r.info.Description,

@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/conformance"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
@@ -132,7 +132,7 @@ func (g *grants) build() (host.Manifest, error) {
 		}
 	}
 	if g.state != "" {
-		m.State = abi.StateAccess(g.state)
+		m.State = plugin.StateAccess(g.state)
 	}
 	if g.timeout > 0 {
 		m.Timeout = host.Duration{Duration: g.timeout}

@@ -20,6 +20,7 @@ import (
 	"runtime"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
@@ -54,8 +55,8 @@ func run(ctx context.Context, w io.Writer, plugins string) error {
 	grants := map[string]host.Manifest{
 		"offline":    {},
 		"calculator": {},
-		"profile":    {State: abi.StateWrite},
-		"scratchpad": {State: abi.StateWrite},
+		"profile":    {State: plugin.StateWrite},
+		"scratchpad": {State: plugin.StateWrite},
 	}
 	for _, name := range []string{"offline", "calculator", "profile", "scratchpad"} {
 		path, err := pluginbuild.Build(ctx, filepath.Join(plugins, name))

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/conformance"
 	"github.com/terrarium-ai/terrarium/host/conformance/conformancetest"
@@ -27,7 +27,7 @@ func wasm(t *testing.T, dir string) []byte {
 func TestFirstPartyPluginsConform(t *testing.T) {
 	for _, name := range []string{"calculator", "clock", "scratchpad", "profile", "offline"} {
 		t.Run(name, func(t *testing.T) {
-			conformancetest.Require(t, wasm(t, "../../plugins/"+name), conformance.Options{Manifest: host.Manifest{State: abi.StateWrite}})
+			conformancetest.Require(t, wasm(t, "../../plugins/"+name), conformance.Options{Manifest: host.Manifest{State: plugin.StateWrite}})
 		})
 	}
 }
@@ -58,7 +58,7 @@ func TestBrokenPluginsFail(t *testing.T) {
 		{"badstate", "handler h: at turnStart", "no longer matches the declared state schema"},
 	} {
 		t.Run(tc.mode+"/"+tc.check, func(t *testing.T) {
-			m := host.Manifest{Config: map[string]string{"mode": tc.mode}, State: abi.StateWrite, Timeout: host.Duration{Duration: time.Second}, MemoryPages: 512}
+			m := host.Manifest{Config: map[string]string{"mode": tc.mode}, State: plugin.StateWrite, Timeout: host.Duration{Duration: time.Second}, MemoryPages: 512}
 			rep, err := conformance.Run(context.Background(), broken, conformance.Options{Manifest: m})
 			if err != nil {
 				t.Fatal(err)

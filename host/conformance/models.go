@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/internal/schema"
 )
@@ -28,7 +29,7 @@ var weatherTool = agent.NewTool("get_weather", "Returns the current weather in a
 // tinyPNG is a 1x1 red PNG.
 const tinyPNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 
-func (s *suite) checkModel(md abi.ModelDescriptor) {
+func (s *suite) checkModel(md plugin.ModelDescriptor) {
 	name := "model " + md.Name
 	m, err := s.reg.LookupModel(s.desc.Name + "/" + md.Name)
 	if err != nil {

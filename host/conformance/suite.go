@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/internal/schema"
@@ -71,7 +72,7 @@ type suite struct {
 	opts   Options
 	report *Report
 	plugin *host.Plugin
-	desc   abi.Descriptor
+	desc   plugin.Descriptor
 }
 
 // record adds a result.
@@ -168,7 +169,7 @@ func (s *suite) checkDescriptor(in *host.Inspection) bool {
 	for _, k := range []struct {
 		declared bool
 		export   string
-	}{{len(s.desc.Models) > 0, abi.ExportGenerate}, {len(s.desc.Tools) > 0, abi.ExportCallTool}, {len(s.desc.Handlers) > 0, abi.ExportHandle}} {
+	}{{len(s.desc.Models) > 0, plugin.ExportGenerate}, {len(s.desc.Tools) > 0, plugin.ExportCallTool}, {len(s.desc.Handlers) > 0, plugin.ExportHandle}} {
 		if k.declared && !exports[k.export] {
 			missing = append(missing, k.export)
 		}
@@ -298,8 +299,8 @@ func (s *suite) checkTool(def *abi.ToolDefinition) {
 
 func (s *suite) checkUnknownTool() {
 	s.timed("tool: unknown name", func() (string, error) {
-		input, _ := json.Marshal(abi.ToolInput{Tool: "no-such-tool-" + s.desc.Name, Input: map[string]any{}})
-		_, err := s.plugin.Call(s.ctx, abi.ExportCallTool, input)
+		input, _ := json.Marshal(plugin.ToolInput{Tool: "no-such-tool-" + s.desc.Name, Input: map[string]any{}})
+		_, err := s.plugin.Call(s.ctx, plugin.ExportCallTool, input)
 		var ae *abi.Error
 		switch {
 		case err == nil:
@@ -313,7 +314,7 @@ func (s *suite) checkUnknownTool() {
 	})
 }
 
-func (s *suite) checkHandler(hd abi.HandlerDescriptor) {
+func (s *suite) checkHandler(hd plugin.HandlerDescriptor) {
 	h, err := s.reg.LookupHandler(s.desc.Name + "/" + hd.Name)
 	if err != nil {
 		s.record("handler "+hd.Name, Fail, 0, "not in the registry: %v", err)
@@ -346,17 +347,17 @@ func (s *suite) checkHandler(hd abi.HandlerDescriptor) {
 // checkRobustness sends every export bad input: each must answer with an error (or, for
 // describe, which takes no input, ignore it), never trap.
 func (s *suite) checkRobustness(in *host.Inspection) {
-	valid := map[string][]byte{abi.ExportDescribe: nil}
+	valid := map[string][]byte{plugin.ExportDescribe: nil}
 	if len(s.desc.Tools) > 0 {
-		valid[abi.ExportCallTool], _ = json.Marshal(abi.ToolInput{Tool: s.desc.Tools[0].Name, Input: map[string]any{}})
+		valid[plugin.ExportCallTool], _ = json.Marshal(plugin.ToolInput{Tool: s.desc.Tools[0].Name, Input: map[string]any{}})
 	}
 	if len(s.desc.Models) > 0 {
-		valid[abi.ExportGenerate], _ = json.Marshal(abi.GenerateInput{Model: s.desc.Models[0].Name, Request: &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("hi")}}})
+		valid[plugin.ExportGenerate], _ = json.Marshal(plugin.GenerateInput{Model: s.desc.Models[0].Name, Request: &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("hi")}}})
 	}
 	if len(s.desc.Handlers) > 0 {
-		valid[abi.ExportHandle], _ = json.Marshal(abi.HandlerInput{Handler: s.desc.Handlers[0].Name, Point: abi.HookTurnStart})
+		valid[plugin.ExportHandle], _ = json.Marshal(abi.HandlerInput{Handler: s.desc.Handlers[0].Name, Point: abi.HookTurnStart})
 	}
-	for _, export := range []string{abi.ExportDescribe, abi.ExportCallTool, abi.ExportGenerate, abi.ExportHandle} {
+	for _, export := range []string{plugin.ExportDescribe, plugin.ExportCallTool, plugin.ExportGenerate, plugin.ExportHandle} {
 		good, ok := valid[export]
 		if !ok {
 			continue

@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
 
 // These smoke tests load first-party plugins with the extism go-sdk directly and a fake
@@ -33,14 +34,14 @@ type fakeHost struct {
 	logs     []string
 }
 
-func ok(payload []byte) []byte { return append([]byte{abi.ResultOK}, payload...) }
+func ok(payload []byte) []byte { return append([]byte{plugin.ResultOK}, payload...) }
 
 func fail(code abi.ErrorCode, msg string) []byte {
 	b, _ := json.Marshal(abi.Errorf(code, "%s", msg))
-	return append([]byte{abi.ResultError}, b...)
+	return append([]byte{plugin.ResultError}, b...)
 }
 
-// functions returns every host function of abi.HostModule: a Go plugin imports them
+// functions returns every host function of plugin.HostModule: a Go plugin imports them
 // all, so instantiation fails if one is missing.
 func (h *fakeHost) functions() []extism.HostFunction {
 	i64 := extism.ValueTypeI64
@@ -59,7 +60,7 @@ func (h *fakeHost) functions() []extism.HostFunction {
 			}
 			stack[0] = off
 		}, params, []extism.ValueType{i64})
-		hf.SetNamespace(abi.HostModule)
+		hf.SetNamespace(plugin.HostModule)
 		return hf
 	}
 	read := func(p *extism.CurrentPlugin, off uint64) []byte {
@@ -76,8 +77,8 @@ func (h *fakeHost) functions() []extism.HostFunction {
 		return fail(abi.CodePermissionDenied, "not granted by the fake host")
 	}
 	return []extism.HostFunction{
-		def(abi.FnSessionID, 0, func(*extism.CurrentPlugin, []uint64) []byte { return ok([]byte("session-1")) }),
-		def(abi.FnStateGet, 0, func(*extism.CurrentPlugin, []uint64) []byte {
+		def(plugin.FnSessionID, 0, func(*extism.CurrentPlugin, []uint64) []byte { return ok([]byte("session-1")) }),
+		def(plugin.FnStateGet, 0, func(*extism.CurrentPlugin, []uint64) []byte {
 			if h.noState {
 				return fail(abi.CodeNoSession, "no session")
 			}
@@ -86,7 +87,7 @@ func (h *fakeHost) functions() []extism.HostFunction {
 			}
 			return ok(h.state)
 		}),
-		def(abi.FnStateSet, 1, func(p *extism.CurrentPlugin, a []uint64) []byte {
+		def(plugin.FnStateSet, 1, func(p *extism.CurrentPlugin, a []uint64) []byte {
 			if h.noState {
 				return fail(abi.CodeNoSession, "no session")
 			}
@@ -97,20 +98,20 @@ func (h *fakeHost) functions() []extism.HostFunction {
 			h.state = b
 			return ok(nil)
 		}),
-		def(abi.FnMessagesGet, 0, denied),
-		def(abi.FnMessagesAppend, 1, denied),
-		def(abi.FnMessagesSet, 1, denied),
-		def(abi.FnArtifactAdd, 1, denied),
-		def(abi.FnStream, 1, func(p *extism.CurrentPlugin, a []uint64) []byte {
+		def(plugin.FnMessagesGet, 0, denied),
+		def(plugin.FnMessagesAppend, 1, denied),
+		def(plugin.FnMessagesSet, 1, denied),
+		def(plugin.FnArtifactAdd, 1, denied),
+		def(plugin.FnStream, 1, func(p *extism.CurrentPlugin, a []uint64) []byte {
 			h.streamed = append(h.streamed, string(read(p, a[0])))
 			return ok(nil)
 		}),
-		def(abi.FnConfigGet, 1, denied),
-		def(abi.FnSecretGet, 1, denied),
-		def(abi.FnHTTPRequest, 2, denied),
-		def(abi.FnHTTPRead, 2, func(*extism.CurrentPlugin, []uint64) []byte { return fail(abi.CodeNotFound, "no handle") }),
-		def(abi.FnHTTPClose, 1, func(*extism.CurrentPlugin, []uint64) []byte { return fail(abi.CodeNotFound, "no handle") }),
-		def(abi.FnLog, 2, func(p *extism.CurrentPlugin, a []uint64) []byte {
+		def(plugin.FnConfigGet, 1, denied),
+		def(plugin.FnSecretGet, 1, denied),
+		def(plugin.FnHTTPRequest, 2, denied),
+		def(plugin.FnHTTPRead, 2, func(*extism.CurrentPlugin, []uint64) []byte { return fail(abi.CodeNotFound, "no handle") }),
+		def(plugin.FnHTTPClose, 1, func(*extism.CurrentPlugin, []uint64) []byte { return fail(abi.CodeNotFound, "no handle") }),
+		def(plugin.FnLog, 2, func(p *extism.CurrentPlugin, a []uint64) []byte {
 			h.logs = append(h.logs, string(read(p, a[1])))
 			return ok(nil)
 		}),
@@ -165,7 +166,7 @@ func call(t *testing.T, p *extism.Plugin, export string, input any) ([]byte, *ab
 		if rc != 1 {
 			t.Fatalf("%s: rc %d, error %v (a trap?)", export, rc, err)
 		}
-		return nil, abi.DecodeError(err.Error())
+		return nil, plugin.DecodeError(err.Error())
 	}
 	if rc != 0 {
 		t.Fatalf("%s: rc %d without an error", export, rc)
@@ -190,9 +191,9 @@ func TestSmokeCalculator(t *testing.T) {
 	t.Parallel()
 	p := load(t, "calculator", &fakeHost{})
 
-	var d abi.Descriptor
-	mustCall(t, p, abi.ExportDescribe, nil, &d)
-	if d.ABI != abi.Version || d.Name != "calculator" || len(d.Tools) != 1 || d.Tools[0].Name != "calc" {
+	var d plugin.Descriptor
+	mustCall(t, p, plugin.ExportDescribe, nil, &d)
+	if d.ABI != plugin.Version || d.Name != "calculator" || len(d.Tools) != 1 || d.Tools[0].Name != "calc" {
 		t.Fatalf("descriptor = %+v", d)
 	}
 	props, _ := d.Tools[0].InputSchema["properties"].(map[string]any)
@@ -206,7 +207,7 @@ func TestSmokeCalculator(t *testing.T) {
 			Expression string  `json:"expression"`
 		} `json:"output"`
 	}
-	mustCall(t, p, abi.ExportCallTool, abi.ToolInput{Tool: "calc", Input: map[string]any{"expression": "(1.5 + 2) * -4 % 5"}}, &out)
+	mustCall(t, p, plugin.ExportCallTool, plugin.ToolInput{Tool: "calc", Input: map[string]any{"expression": "(1.5 + 2) * -4 % 5"}}, &out)
 	if out.Output.Value != -4 || out.Output.Expression != "(1.5 + 2) * -4 % 5" {
 		t.Errorf("calc = %+v, want -4", out.Output)
 	}
@@ -217,20 +218,20 @@ func TestSmokeCalculator(t *testing.T) {
 		code  abi.ErrorCode
 		want  string
 	}{
-		{"division by zero", abi.ToolInput{Tool: "calc", Input: map[string]any{"expression": "1/(2-2)"}}, abi.CodeInvalidInput, "division by zero"},
-		{"not arithmetic", abi.ToolInput{Tool: "calc", Input: map[string]any{"expression": "os.Exit(1)"}}, abi.CodeInvalidInput, "function call"},
-		{"unknown tool", abi.ToolInput{Tool: "nope", Input: map[string]any{}}, abi.CodeNotFound, "nope"},
+		{"division by zero", plugin.ToolInput{Tool: "calc", Input: map[string]any{"expression": "1/(2-2)"}}, abi.CodeInvalidInput, "division by zero"},
+		{"not arithmetic", plugin.ToolInput{Tool: "calc", Input: map[string]any{"expression": "os.Exit(1)"}}, abi.CodeInvalidInput, "function call"},
+		{"unknown tool", plugin.ToolInput{Tool: "nope", Input: map[string]any{}}, abi.CodeNotFound, "nope"},
 		{"empty input", "", abi.CodeInvalidInput, "empty input"},
 		{"truncated input", `{"tool":"calc","input":{"expr`, abi.CodeInvalidInput, "malformed"},
 		{"wrong type", `{"tool":"calc","input":{"expression":42}}`, abi.CodeInvalidInput, "expression"},
 	} {
-		_, aerr := call(t, p, abi.ExportCallTool, tc.input)
+		_, aerr := call(t, p, plugin.ExportCallTool, tc.input)
 		if aerr == nil || aerr.Code != tc.code || !strings.Contains(aerr.Message, tc.want) {
 			t.Errorf("%s: error = %v, want %s containing %q", tc.name, aerr, tc.code, tc.want)
 		}
 	}
 	// The instance survives bad input: it still answers.
-	mustCall(t, p, abi.ExportCallTool, abi.ToolInput{Tool: "calc", Input: map[string]any{"expression": "7/2"}}, &out)
+	mustCall(t, p, plugin.ExportCallTool, plugin.ToolInput{Tool: "calc", Input: map[string]any{"expression": "7/2"}}, &out)
 	if out.Output.Value != 3.5 {
 		t.Errorf("7/2 = %v", out.Output.Value)
 	}
@@ -241,16 +242,16 @@ func TestSmokeScratchpadState(t *testing.T) {
 	h := &fakeHost{state: []byte(`{"other":{"kept":true}}`)}
 	p := load(t, "scratchpad", h)
 
-	var d abi.Descriptor
-	mustCall(t, p, abi.ExportDescribe, nil, &d)
-	if d.Capabilities.State != abi.StateWrite {
+	var d plugin.Descriptor
+	mustCall(t, p, plugin.ExportDescribe, nil, &d)
+	if d.Capabilities.State != plugin.StateWrite {
 		t.Errorf("capabilities = %+v, want state write", d.Capabilities)
 	}
 	var count struct {
 		Output struct{ Count int } `json:"output"`
 	}
 	for i, text := range []string{"buy milk", "call Ada"} {
-		mustCall(t, p, abi.ExportCallTool, abi.ToolInput{Tool: "note", Input: map[string]any{"text": text}}, &count)
+		mustCall(t, p, plugin.ExportCallTool, plugin.ToolInput{Tool: "note", Input: map[string]any{"text": text}}, &count)
 		if count.Output.Count != i+1 {
 			t.Errorf("note %d: count = %d", i, count.Output.Count)
 		}
@@ -265,13 +266,13 @@ func TestSmokeScratchpadState(t *testing.T) {
 	var notes struct {
 		Output struct{ Notes []string } `json:"output"`
 	}
-	mustCall(t, p, abi.ExportCallTool, abi.ToolInput{Tool: "notes", Input: map[string]any{}}, &notes)
+	mustCall(t, p, plugin.ExportCallTool, plugin.ToolInput{Tool: "notes", Input: map[string]any{}}, &notes)
 	if strings.Join(notes.Output.Notes, "|") != "buy milk|call Ada" {
 		t.Errorf("notes = %v", notes.Output.Notes)
 	}
 
 	h.noState = true
-	if _, aerr := call(t, p, abi.ExportCallTool, abi.ToolInput{Tool: "notes", Input: map[string]any{}}); aerr == nil || aerr.Code != abi.CodeNoSession {
+	if _, aerr := call(t, p, plugin.ExportCallTool, plugin.ToolInput{Tool: "notes", Input: map[string]any{}}); aerr == nil || aerr.Code != abi.CodeNoSession {
 		t.Errorf("notes without a session: error = %v, want no_session", aerr)
 	}
 }
@@ -287,7 +288,7 @@ func TestSmokeProfileHandler(t *testing.T) {
 		Input:   []*abi.Message{abi.NewUserTextMessage("Hi! My name is Ada Lovelace and I live in London. I like tea and mathematics.")},
 	}
 	var d abi.Directive
-	mustCall(t, p, abi.ExportHandle, in, &d)
+	mustCall(t, p, plugin.ExportHandle, in, &d)
 	if d.Action != abi.DirectiveContinue {
 		t.Errorf("directive = %+v", d)
 	}
@@ -312,7 +313,7 @@ func TestSmokeProfileHandler(t *testing.T) {
 
 	// Nothing new: no state write, no status.
 	before := string(h.state)
-	mustCall(t, p, abi.ExportHandle, in, &d)
+	mustCall(t, p, plugin.ExportHandle, in, &d)
 	if string(h.state) != before || len(h.streamed) != 1 {
 		t.Errorf("second run changed state to %s or streamed %q", h.state, h.streamed)
 	}
@@ -328,12 +329,12 @@ func TestSmokeClock(t *testing.T) {
 			Unix     int64  `json:"unix"`
 		} `json:"output"`
 	}
-	mustCall(t, p, abi.ExportCallTool, abi.ToolInput{Tool: "now", Input: map[string]any{"timezone": "Asia/Kolkata"}}, &out)
+	mustCall(t, p, plugin.ExportCallTool, plugin.ToolInput{Tool: "now", Input: map[string]any{"timezone": "Asia/Kolkata"}}, &out)
 	now := time.Now().Unix()
 	if out.Output.Timezone != "Asia/Kolkata" || !strings.HasSuffix(out.Output.Time, "+05:30") || out.Output.Unix < now-60 || out.Output.Unix > now+60 {
 		t.Errorf("now = %+v (the guest's clock must be real)", out.Output)
 	}
-	if _, aerr := call(t, p, abi.ExportCallTool, abi.ToolInput{Tool: "now", Input: map[string]any{"timezone": "Mars/Olympus"}}); aerr == nil || aerr.Code != abi.CodeInvalidInput {
+	if _, aerr := call(t, p, plugin.ExportCallTool, plugin.ToolInput{Tool: "now", Input: map[string]any{"timezone": "Mars/Olympus"}}); aerr == nil || aerr.Code != abi.CodeInvalidInput {
 		t.Errorf("unknown zone: error = %v, want invalid_input", aerr)
 	}
 }
@@ -342,8 +343,8 @@ func TestSmokeOfflineModel(t *testing.T) {
 	t.Parallel()
 	h := &fakeHost{}
 	p := load(t, "offline", h)
-	var d abi.Descriptor
-	mustCall(t, p, abi.ExportDescribe, nil, &d)
+	var d plugin.Descriptor
+	mustCall(t, p, plugin.ExportDescribe, nil, &d)
 	if len(d.Models) != 1 || d.Models[0].Name != "echo" || !d.Models[0].Info.Supports.Tools {
 		t.Fatalf("models = %+v", d.Models)
 	}
@@ -352,7 +353,7 @@ func TestSmokeOfflineModel(t *testing.T) {
 		t.Helper()
 		h.streamed = nil
 		var resp abi.GenerateResponse
-		mustCall(t, p, abi.ExportGenerate, abi.GenerateInput{Model: "echo", Request: req}, &resp)
+		mustCall(t, p, plugin.ExportGenerate, plugin.GenerateInput{Model: "echo", Request: req}, &resp)
 		return &resp
 	}
 	calc := &abi.ToolDefinition{Name: "calc", Description: "Calculates."}
@@ -415,23 +416,23 @@ func TestSmokeInitRegistrationPanicsAndInterrupts(t *testing.T) {
 		Output    any            `json:"output"`
 		Interrupt map[string]any `json:"interrupt"`
 	}
-	mustCall(t, p, abi.ExportCallTool, abi.ToolInput{Tool: "hello", Input: map[string]any{"name": "Ada"}}, &out)
+	mustCall(t, p, plugin.ExportCallTool, plugin.ToolInput{Tool: "hello", Input: map[string]any{"name": "Ada"}}, &out)
 	if out.Output != "hello Ada" {
 		t.Errorf("hello = %v", out.Output)
 	}
 	if len(h.logs) != 1 || h.logs[0] != "greeting name=Ada" {
 		t.Errorf("logs = %q", h.logs)
 	}
-	_, aerr := call(t, p, abi.ExportCallTool, abi.ToolInput{Tool: "panics", Input: map[string]any{}})
+	_, aerr := call(t, p, plugin.ExportCallTool, plugin.ToolInput{Tool: "panics", Input: map[string]any{}})
 	if aerr == nil || aerr.Code != abi.CodeInternal || !strings.Contains(aerr.Message, `tool "panics" panicked: assignment to entry in nil map`) {
 		t.Errorf("panicking tool: error = %v", aerr)
 	}
-	mustCall(t, p, abi.ExportCallTool, abi.ToolInput{Tool: "approve", Input: map[string]any{}}, &out)
+	mustCall(t, p, plugin.ExportCallTool, plugin.ToolInput{Tool: "approve", Input: map[string]any{}}, &out)
 	if out.Interrupt["ask"] != "Proceed?" {
 		t.Errorf("approve = %+v, want an interrupt", out)
 	}
 	out.Interrupt = nil
-	mustCall(t, p, abi.ExportCallTool, abi.ToolInput{Tool: "approve", Input: map[string]any{}, Resumed: map[string]any{"approved": true}}, &out)
+	mustCall(t, p, plugin.ExportCallTool, plugin.ToolInput{Tool: "approve", Input: map[string]any{}, Resumed: map[string]any{"approved": true}}, &out)
 	if out.Output != "done" || out.Interrupt != nil {
 		t.Errorf("resumed approve = %+v", out)
 	}
@@ -441,7 +442,7 @@ func TestSmokeMainPanics(t *testing.T) {
 	t.Parallel()
 	p := loadDir(t, filepath.Join("testdata", "mainpanics"), &fakeHost{})
 	for range 2 {
-		_, aerr := call(t, p, abi.ExportDescribe, nil)
+		_, aerr := call(t, p, plugin.ExportDescribe, nil)
 		if aerr == nil || aerr.Code != abi.CodeInternal || !strings.Contains(aerr.Message, "main panicked: main failed") {
 			t.Errorf("describe: error = %v, want main's panic", aerr)
 		}

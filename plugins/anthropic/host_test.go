@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/conformance"
@@ -603,7 +604,7 @@ func TestHTTPErrors(t *testing.T) {
 			_, err := agent.Generate(context.Background(), r, agent.WithModelName("anthropic/claude-sonnet-4-5"), agent.WithPrompt("hi"))
 			var ce *host.CallError
 			var ae *abi.Error
-			if !errors.As(err, &ce) || ce.Plugin != "anthropic" || ce.Export != abi.ExportGenerate || !errors.As(err, &ae) {
+			if !errors.As(err, &ce) || ce.Plugin != "anthropic" || ce.Export != plugin.ExportGenerate || !errors.As(err, &ae) {
 				t.Fatalf("error %v (%T)", err, err)
 			}
 			if ae.Status != tc.status || ae.Code != tc.code || !strings.Contains(ae.Message, tc.message) || ae.RetryAfter != tc.retryAfter {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/sdk"
 	"github.com/terrarium-ai/terrarium/sdk/provider"
 	"github.com/terrarium-ai/terrarium/sdk/sse"
@@ -133,7 +134,7 @@ func emit(c *collector, data []byte, stream bool) error {
 	if b, err := json.Marshal(chunk); err == nil && len(b) > maxChunk {
 		// A chunk may not exceed 1 MiB (a generated image can): it is left out of the
 		// stream, and reaches the caller with the whole response.
-		sdk.Logf(abi.LogWarn, "gemini: a chunk of %d bytes is too large to stream; it is only in the final response", len(b))
+		sdk.Logf(plugin.LogWarn, "gemini: a chunk of %d bytes is too large to stream; it is only in the final response", len(b))
 		return nil
 	}
 	return sdk.StreamChunk(chunk)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/conformance"
@@ -535,7 +536,7 @@ func TestGenerateErrors(t *testing.T) {
 		t.Helper()
 		var ce *host.CallError
 		var ae *abi.Error
-		if !errors.As(err, &ce) || ce.Plugin != "gemini" || ce.Export != abi.ExportGenerate || !errors.As(err, &ae) {
+		if !errors.As(err, &ce) || ce.Plugin != "gemini" || ce.Export != plugin.ExportGenerate || !errors.As(err, &ae) {
 			t.Fatalf("error = %v (%T)", err, err)
 		}
 		if *ae != want {

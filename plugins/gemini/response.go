@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/sdk"
 	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
@@ -210,7 +211,7 @@ func (c *collector) functionCall(fc map[string]any, md map[string]any) ([]*abi.P
 	}
 	if name == "" {
 		// The end of a streamed call that is not open (or garbage): nothing to add.
-		sdk.Logf(abi.LogWarn, "gemini: ignoring a function call without a name: %v", fc)
+		sdk.Logf(plugin.LogWarn, "gemini: ignoring a function call without a name: %v", fc)
 		return nil, nil
 	}
 	index := c.calls

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/conformance"
@@ -631,7 +632,7 @@ func TestHTTPErrors(t *testing.T) {
 			_, err := agent.Generate(context.Background(), r, agent.WithModelName("openai/"+model), agent.WithPrompt("hi"))
 			var ce *host.CallError
 			var ae *abi.Error
-			if !errors.As(err, &ce) || ce.Plugin != "openai" || ce.Export != abi.ExportGenerate || !errors.As(err, &ae) {
+			if !errors.As(err, &ce) || ce.Plugin != "openai" || ce.Export != plugin.ExportGenerate || !errors.As(err, &ae) {
 				t.Fatalf("err = %v", err)
 			}
 			if ae.Status != tc.status || ae.Code != tc.code || ae.RetryAfter != tc.retry || !strings.Contains(ae.Message, tc.says) {

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/sdk"
 )
 
@@ -38,7 +39,7 @@ func main() {
 		Name:        "profile",
 		Version:     "1.0.0",
 		Description: "Remembers the user's name, city and likes from what they say.",
-		Capabilities: abi.Capabilities{State: abi.StateWrite, StateSchema: map[string]any{
+		Capabilities: plugin.Capabilities{State: plugin.StateWrite, StateSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
 				"profile": map[string]any{
@@ -106,7 +107,7 @@ func extract(_ context.Context, in *abi.HandlerInput) (*abi.Directive, error) {
 		return nil, err
 	}
 	if err := sdk.Status(map[string]any{"profile": "updated"}); err != nil {
-		sdk.Logf(abi.LogWarn, "profile: streaming the status: %v", err)
+		sdk.Logf(plugin.LogWarn, "profile: streaming the status: %v", err)
 	}
 	return &abi.Directive{Action: abi.DirectiveContinue}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/sdk"
 )
 
@@ -40,7 +41,7 @@ func main() {
 		Name:        "scratchpad",
 		Version:     "1.0.0",
 		Description: "Keeps notes in the session's state.",
-		Capabilities: abi.Capabilities{State: abi.StateWrite, StateSchema: map[string]any{
+		Capabilities: plugin.Capabilities{State: plugin.StateWrite, StateSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
 				"scratchpad": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},

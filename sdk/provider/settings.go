@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/sdk"
 )
 
@@ -75,8 +76,8 @@ func modelNames(list string) []string {
 // will call, so that the manifest's grant matches it), the secret KeySecret names, if
 // any, and the three config keys. A host or secret name the descriptor could not hold
 // is left out; Validate reports it.
-func (s Settings) Capabilities() abi.Capabilities {
-	c := abi.Capabilities{Config: []string{configBaseURL, configModels, configKeySecret}}
+func (s Settings) Capabilities() plugin.Capabilities {
+	c := plugin.Capabilities{Config: []string{configBaseURL, configModels, configKeySecret}}
 	if h := Host(s.BaseURL); h != "" {
 		c.HTTP = []string{h}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/sdk"
 )
 
@@ -67,7 +68,7 @@ type Fetched struct {
 
 func main() {
 	sdk.Plugin(sdk.Info{Name: "hostcheck", Version: "0.0.1", Description: "Calls each host function for the host's tests.",
-		Capabilities: abi.Capabilities{State: abi.StateWrite, HTTP: []string{"127.0.0.1"}, Config: []string{"greeting"}, Secrets: []string{"TOKEN"}}})
+		Capabilities: plugin.Capabilities{State: plugin.StateWrite, HTTP: []string{"127.0.0.1"}, Config: []string{"greeting"}, Secrets: []string{"TOKEN"}}})
 	sdk.Tool("session_id", "session_id", func(ctx context.Context, _ Empty) (Result, error) { return result(sdk.SessionID()) })
 	sdk.Tool("state_get", "state_get", func(ctx context.Context, _ Empty) (Result, error) { return result(sdk.State[any]()) })
 	sdk.Tool("state_set", "state_set", func(ctx context.Context, in Any) (Result, error) { return result(nil, sdk.SetState(in.Value)) })
@@ -85,7 +86,7 @@ func main() {
 	sdk.Tool("config", "config_get", func(ctx context.Context, in Text) (Result, error) { return result(sdk.Config(in.Text)) })
 	sdk.Tool("secret", "secret_get", func(ctx context.Context, in Text) (Result, error) { return result(sdk.Secret(in.Text)) })
 	sdk.Tool("log", "log", func(ctx context.Context, in Text) (Result, error) {
-		sdk.Log(abi.LogWarn, in.Text)
+		sdk.Log(plugin.LogWarn, in.Text)
 		return result("logged", nil)
 	})
 	sdk.Tool("http", "http_request, http_read, http_close", func(ctx context.Context, in Fetch) (Result, error) {
