@@ -221,7 +221,7 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 		return fmt.Errorf("agent: encoding the snapshot record of session %s: %w", snap.SessionID, err)
 	}
 	id := digest(data)
-	if err := s.st.Commit(ctx, s.ns, store.Record{ID: id, Session: snap.SessionID, Turn: snap.TurnIndex, Data: data}, blobs); err != nil {
+	if err := s.st.Commit(ctx, s.ns, store.Record{ID: id, Session: snap.SessionID, Parent: snap.ParentID, Branch: true, Turn: snap.TurnIndex, Data: data}, blobs); err != nil {
 		return fmt.Errorf("agent: saving a snapshot of session %s: %w", snap.SessionID, err)
 	}
 	snap.SnapshotID = id
@@ -396,7 +396,7 @@ func (s *snapshotStore[State]) ListSnapshots(ctx context.Context, sessionID stri
 
 // LatestSnapshot implements SnapshotStore.
 func (s *snapshotStore[State]) LatestSnapshot(ctx context.Context, sessionID string) (*SessionSnapshot[State], error) {
-	rec, err := s.st.Latest(ctx, s.ns, sessionID)
+	rec, err := s.st.Head(ctx, s.ns, sessionID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("agent: %w: session %s has none", ErrSnapshotNotFound, sessionID)
 	}

@@ -26,8 +26,12 @@ type memSpace struct {
 	blobs    map[string][]byte
 	records  map[string]*memRecord
 	sessions map[string]*memSession
-	bytes    int64
+	// lines maps a (session, parent) to the non-branch record that continued it.
+	lines map[memLine]string
+	bytes int64
 }
+
+type memLine struct{ session, parent string }
 
 type memRecord struct {
 	rec Record
@@ -60,7 +64,7 @@ func (m *Memory) Commit(ctx context.Context, ns string, rec Record, blobs []Blob
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkCommit(ns, rec, blobs); err != nil {
+	if err := CheckCommit(ns, rec, blobs); err != nil {
 		return err
 	}
 	// Copy before taking the lock: the copies are needed anyway and the lock is then
@@ -82,11 +86,20 @@ func (m *Memory) Commit(ctx context.Context, ns string, rec Record, blobs []Blob
 			blobs:    map[string][]byte{},
 			records:  map[string]*memRecord{},
 			sessions: map[string]*memSession{},
+			lines:    map[memLine]string{},
 		}
 		m.spaces[ns] = sp
 	}
 	if _, ok := sp.records[rec.ID]; ok {
 		return nil
+	}
+	line := memLine{rec.Session, rec.Parent}
+	if !rec.Branch {
+		if cont, taken := sp.lines[line]; taken {
+			return &ConflictError{Session: rec.Session, Parent: rec.Parent, Continued: cont, Head: sp.sessions[rec.Session].latest.rec.ID}
+		}
+		sp.lines[line] = rec.ID
+		sp.bytes += int64(len(rec.Session) + len(rec.Parent) + len(rec.ID))
 	}
 	for _, b := range owned {
 		if _, ok := sp.blobs[b.Key]; ok {
@@ -115,7 +128,7 @@ func (m *Memory) Commit(ctx context.Context, ns string, rec Record, blobs []Blob
 	ss.latest = mr
 	sp.records[rec.ID] = mr
 	sp.bytes += int64(len(rec.ID)) + // head
-		int64(len(rec.ID)+len(rec.Session)+memTurnSeqBytes+len(rec.Data)) + // record
+		int64(len(rec.ID)+len(rec.Session)+len(rec.Parent)+memTurnSeqBytes+len(rec.Data)) + // record
 		int64(len(rec.Session)+memTurnSeqBytes+len(rec.ID)) // turn index entry
 	return nil
 }
@@ -166,8 +179,8 @@ func (m *Memory) Records(ctx context.Context, ns, session string) ([]Record, err
 	return out, nil
 }
 
-// Latest implements Store.
-func (m *Memory) Latest(ctx context.Context, ns, session string) (Record, error) {
+// Head implements Store.
+func (m *Memory) Head(ctx context.Context, ns, session string) (Record, error) {
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
@@ -177,14 +190,14 @@ func (m *Memory) Latest(ctx context.Context, ns, session string) (Record, error)
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
-		return Record{}, fmt.Errorf("latest record of session %q: %w", session, ErrClosed)
+		return Record{}, fmt.Errorf("head of session %q: %w", session, ErrClosed)
 	}
 	if sp := m.spaces[ns]; sp != nil {
 		if ss := sp.sessions[session]; ss != nil {
 			return copyRecord(ss.latest.rec), nil
 		}
 	}
-	return Record{}, fmt.Errorf("latest record of session %q in namespace %q: %w", session, ns, ErrNotFound)
+	return Record{}, fmt.Errorf("head of session %q in namespace %q: %w", session, ns, ErrNotFound)
 }
 
 // Blob implements Store.
@@ -237,11 +250,15 @@ func (m *Memory) Close() error {
 	return nil
 }
 
-// checkCommit validates every name of a Commit before anything is written, which is
-// what lets Commit be all-or-nothing without a rollback.
-func checkCommit(ns string, rec Record, blobs []Blob) error {
+// CheckCommit validates every name of a Commit before anything is written, which is
+// what lets Commit be all-or-nothing without a rollback. Implementations call it first,
+// so that every store refuses the same input with the same error.
+func CheckCommit(ns string, rec Record, blobs []Blob) error {
 	if err := checkNamed("namespace", ns, "record ID", rec.ID, "session", rec.Session); err != nil {
 		return err
+	}
+	if len(rec.Parent) > MaxNameLen {
+		return fmt.Errorf("parent: %w: name of %d bytes (limit %d)", ErrInvalid, len(rec.Parent), MaxNameLen)
 	}
 	for i, b := range blobs {
 		if err := CheckNames(b.Key); err != nil {

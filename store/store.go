@@ -23,6 +23,13 @@ type Store interface {
 	// persist at all): it survives the process being killed. Blobs whose key is already
 	// stored are not written again. Committing a record whose ID is already stored in
 	// the namespace changes nothing and returns nil, since IDs are content addresses.
+	//
+	// A record continues the line of its Parent unless it is a Branch: each record can
+	// be continued once. Committing a second non-branch record with the same Session
+	// and Parent fails with a *ConflictError (wrapping ErrConflict) and writes nothing,
+	// so two writers that both extended one state never silently fork the session.
+	// A session's first record (empty Parent) follows the same rule. The committed
+	// record becomes the session's head.
 	Commit(ctx context.Context, ns string, rec Record, blobs []Blob) error
 
 	// Record returns the record with the given ID, or an error wrapping ErrNotFound.
@@ -33,9 +40,9 @@ type Store interface {
 	// with no records yields an empty slice and no error.
 	Records(ctx context.Context, ns, session string) ([]Record, error)
 
-	// Latest returns the session's most recently committed record, or an error wrapping
-	// ErrNotFound.
-	Latest(ctx context.Context, ns, session string) (Record, error)
+	// Head returns the session's head, its most recently committed record, or an error
+	// wrapping ErrNotFound.
+	Head(ctx context.Context, ns, session string) (Record, error)
 
 	// Blob returns the blob stored under key, or an error wrapping ErrNotFound.
 	Blob(ctx context.Context, ns, key string) ([]byte, error)
@@ -53,6 +60,11 @@ type Record struct {
 	ID string
 	// Session is the session the record belongs to.
 	Session string
+	// Parent is the record this one continues, empty for a session's first.
+	Parent string
+	// Branch says the record starts a new line from Parent, which another record may
+	// already continue, rather than continuing Parent's line (see Store.Commit).
+	Branch bool
 	// Turn orders the records of a session.
 	Turn int
 	// Data is the record itself, opaque to the store.
@@ -83,7 +95,34 @@ var (
 	ErrInvalid = errors.New("store: invalid argument")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrConflict: another commit already continued the same parent (see Store.Commit).
+	// The error is a *ConflictError.
+	ErrConflict = errors.New("store: conflict")
 )
+
+// ConflictError is the error of a commit whose parent another commit already continued.
+// A client reloads the session's head and retries from there, or commits a branch.
+type ConflictError struct {
+	Session string
+	// Parent is the record both commits continued ("" for a session's start).
+	Parent string
+	// Continued is the record that continued Parent first.
+	Continued string
+	// Head is the session's head when the commit was refused.
+	Head string
+}
+
+// Error implements error.
+func (e *ConflictError) Error() string {
+	parent := "the start of the session"
+	if e.Parent != "" {
+		parent = "record " + e.Parent
+	}
+	return fmt.Sprintf("store: conflict: session %s: %s was already continued by %s; the session's head is now %s", e.Session, parent, e.Continued, e.Head)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // MaxNameLen bounds namespaces, sessions, record IDs and blob keys, which stores use
 // inside their own keys.

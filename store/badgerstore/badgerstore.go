@@ -9,9 +9,10 @@
 // another's ("a" and "ab" included) and no scan or lookup can cross namespaces.
 //
 //	b ns key                      -> blob data
-//	r ns id                       -> record: version, session, turn, seq, data
+//	r ns id                       -> record: version, session, parent, flags, turn, seq, data
 //	i ns session turn seq         -> record id (the turn index)
-//	l ns session                  -> seq of the session's last commit, then its record id
+//	l ns session                  -> seq of the session's last commit (its head), then its record id
+//	c ns session parent           -> the non-branch record that continued parent
 //
 // In the index key the session is length-prefixed too, since the turn follows it; turn
 // and seq are 8-byte big-endian, the turn with its sign bit flipped, so byte order is
@@ -43,11 +44,12 @@ const (
 	kindRecord = 'r'
 	kindIndex  = 'i'
 	kindLatest = 'l'
+	kindLine   = 'c'
 )
 
 // recordVersion is the first byte of an encoded record, so the encoding can change
 // without guessing what an old value holds.
-const recordVersion = 1
+const recordVersion = 2
 
 // valueThreshold is the size from which Badger keeps a value in its value log rather
 // than in the LSM tree next to the key. Badger's default (1 MiB) counts every smaller
@@ -136,13 +138,8 @@ func (s *Store) Commit(ctx context.Context, ns string, rec store.Record, blobs [
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkNamed("namespace", ns, "record ID", rec.ID, "session", rec.Session); err != nil {
+	if err := store.CheckCommit(ns, rec, blobs); err != nil {
 		return fmt.Errorf("commit: %w", err)
-	}
-	for i, b := range blobs {
-		if err := store.CheckNames(b.Key); err != nil {
-			return fmt.Errorf("commit record %q: blob %d key: %w", rec.ID, i, err)
-		}
 	}
 	release, err := s.enter()
 	if err != nil {
@@ -152,6 +149,10 @@ func (s *Store) Commit(ctx context.Context, ns string, rec store.Record, blobs [
 	for attempt := 1; ; attempt++ {
 		err := s.db.Update(func(txn *badger.Txn) error { return commitTxn(txn, ns, rec, blobs) })
 		if !errors.Is(err, badger.ErrConflict) {
+			var conflict *store.ConflictError
+			if errors.As(err, &conflict) {
+				return err
+			}
 			if err != nil {
 				return fmt.Errorf("commit record %q in namespace %q: %w", rec.ID, ns, err)
 			}
@@ -176,19 +177,38 @@ func commitTxn(txn *badger.Txn, ns string, rec store.Record, blobs []store.Blob)
 	}
 	lk := latestKey(ns, rec.Session)
 	var seq uint64
+	var head string
 	switch item, err := txn.Get(lk); {
 	case err == nil:
 		v, err := item.ValueCopy(nil)
 		if err != nil {
 			return err
 		}
-		if seq, _, err = decodeLatest(v); err != nil {
+		if seq, head, err = decodeLatest(v); err != nil {
 			return fmt.Errorf("session %q: %w", rec.Session, err)
 		}
 	case !errors.Is(err, badger.ErrKeyNotFound):
 		return err
 	}
 	seq++
+	if !rec.Branch {
+		// Reading the line key makes two commits continuing one parent conflict in
+		// Badger, so the loser retries and then finds the winner's key.
+		ck := lineKey(ns, rec.Session, rec.Parent)
+		switch item, err := txn.Get(ck); {
+		case err == nil:
+			cont, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			return &store.ConflictError{Session: rec.Session, Parent: rec.Parent, Continued: string(cont), Head: head}
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return err
+		}
+		if err := txn.Set(ck, []byte(rec.ID)); err != nil {
+			return err
+		}
+	}
 	// Reading a blob key before writing it makes concurrent commits of the same blob
 	// conflict, so it is written once; txn also sees its own writes, so a key repeated
 	// within blobs keeps its first data, as in the memory store.
@@ -204,7 +224,7 @@ func commitTxn(txn *badger.Txn, ns string, rec store.Record, blobs []store.Blob)
 			}
 		}
 	}
-	if err := txn.Set(rk, encodeRecord(rec.Session, int64(rec.Turn), seq, rec.Data)); err != nil {
+	if err := txn.Set(rk, encodeRecord(rec, seq)); err != nil {
 		return err
 	}
 	if err := txn.Set(indexKey(ns, rec.Session, int64(rec.Turn), seq), []byte(rec.ID)); err != nil {
@@ -326,17 +346,17 @@ func (s *Store) Records(ctx context.Context, ns, session string) ([]store.Record
 	return out, nil
 }
 
-// Latest implements store.Store.
-func (s *Store) Latest(ctx context.Context, ns, session string) (store.Record, error) {
+// Head implements store.Store.
+func (s *Store) Head(ctx context.Context, ns, session string) (store.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, err
 	}
 	if err := checkNamed("namespace", ns, "session", session); err != nil {
-		return store.Record{}, fmt.Errorf("latest: %w", err)
+		return store.Record{}, fmt.Errorf("head: %w", err)
 	}
 	release, err := s.enter()
 	if err != nil {
-		return store.Record{}, fmt.Errorf("latest record of session %q: %w", session, err)
+		return store.Record{}, fmt.Errorf("head of session %q: %w", session, err)
 	}
 	defer release()
 	var rec store.Record
@@ -367,7 +387,7 @@ func (s *Store) Latest(ctx context.Context, ns, session string) (store.Record, e
 		return nil
 	})
 	if err != nil {
-		return store.Record{}, fmt.Errorf("latest record of session %q in namespace %q: %w", session, ns, err)
+		return store.Record{}, fmt.Errorf("head of session %q in namespace %q: %w", session, ns, err)
 	}
 	return rec, nil
 }
@@ -419,7 +439,7 @@ func (s *Store) Stats(ctx context.Context, ns string) (store.Stats, error) {
 	defer release()
 	var st store.Stats
 	err = s.db.View(func(txn *badger.Txn) error {
-		for _, kind := range []byte{kindBlob, kindRecord, kindIndex, kindLatest} {
+		for _, kind := range []byte{kindBlob, kindRecord, kindIndex, kindLatest, kindLine} {
 			prefix := nsPrefix(kind, ns, 0)
 			opts := badger.DefaultIteratorOptions
 			opts.Prefix = prefix
@@ -505,6 +525,13 @@ func latestKey(ns, session string) []byte {
 	return append(nsPrefix(kindLatest, ns, len(session)), session...)
 }
 
+func lineKey(ns, session, parent string) []byte {
+	b := nsPrefix(kindLine, ns, binary.MaxVarintLen64+len(session)+len(parent))
+	b = binary.AppendUvarint(b, uint64(len(session)))
+	b = append(b, session...)
+	return append(b, parent...)
+}
+
 func indexPrefix(ns, session string) []byte {
 	b := nsPrefix(kindIndex, ns, binary.MaxVarintLen64+len(session)+16)
 	b = binary.AppendUvarint(b, uint64(len(session)))
@@ -521,15 +548,23 @@ func indexKey(ns, session string, turn int64, seq uint64) []byte {
 var errCorrupt = errors.New("badgerstore: corrupt value")
 
 // encodeRecord lays a record out as: version byte, uvarint session length, session,
-// zigzag varint turn, uvarint seq, then the data to the end.
-func encodeRecord(session string, turn int64, seq uint64, data []byte) []byte {
-	b := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(session)+len(data))
+// uvarint parent length, parent, a flags byte (1: branch), zigzag varint turn, uvarint
+// seq, then the data to the end.
+func encodeRecord(rec store.Record, seq uint64) []byte {
+	b := make([]byte, 0, 2+4*binary.MaxVarintLen64+len(rec.Session)+len(rec.Parent)+len(rec.Data))
 	b = append(b, recordVersion)
-	b = binary.AppendUvarint(b, uint64(len(session)))
-	b = append(b, session...)
-	b = binary.AppendVarint(b, turn)
+	b = binary.AppendUvarint(b, uint64(len(rec.Session)))
+	b = append(b, rec.Session...)
+	b = binary.AppendUvarint(b, uint64(len(rec.Parent)))
+	b = append(b, rec.Parent...)
+	var flags byte
+	if rec.Branch {
+		flags = 1
+	}
+	b = append(b, flags)
+	b = binary.AppendVarint(b, int64(rec.Turn))
 	b = binary.AppendUvarint(b, seq)
-	return append(b, data...)
+	return append(b, rec.Data...)
 }
 
 // decodeRecord is encodeRecord's inverse. The record's Data aliases v; its ID is the
@@ -539,12 +574,28 @@ func decodeRecord(v []byte) (store.Record, uint64, error) {
 		return store.Record{}, 0, fmt.Errorf("%w: record: unknown version", errCorrupt)
 	}
 	v = v[1:]
-	n, k := binary.Uvarint(v)
-	if k <= 0 || n == 0 || n > store.MaxNameLen || n > uint64(len(v)-k) {
-		return store.Record{}, 0, fmt.Errorf("%w: record: bad session length", errCorrupt)
+	name := func(what string, min uint64) (string, error) {
+		n, k := binary.Uvarint(v)
+		if k <= 0 || n < min || n > store.MaxNameLen || n > uint64(len(v)-k) {
+			return "", fmt.Errorf("%w: record: bad %s length", errCorrupt, what)
+		}
+		out := string(v[k : k+int(n)])
+		v = v[k+int(n):]
+		return out, nil
 	}
-	session := string(v[k : k+int(n)])
-	v = v[k+int(n):]
+	session, err := name("session", 1)
+	if err != nil {
+		return store.Record{}, 0, err
+	}
+	parent, err := name("parent", 0)
+	if err != nil {
+		return store.Record{}, 0, err
+	}
+	if len(v) == 0 || v[0] > 1 {
+		return store.Record{}, 0, fmt.Errorf("%w: record: bad flags", errCorrupt)
+	}
+	branch := v[0] == 1
+	v = v[1:]
 	turn, k := binary.Varint(v)
 	if k <= 0 || turn < math.MinInt || turn > math.MaxInt {
 		return store.Record{}, 0, fmt.Errorf("%w: record: bad turn", errCorrupt)
@@ -554,7 +605,7 @@ func decodeRecord(v []byte) (store.Record, uint64, error) {
 	if k <= 0 {
 		return store.Record{}, 0, fmt.Errorf("%w: record: bad sequence number", errCorrupt)
 	}
-	return store.Record{Session: session, Turn: int(turn), Data: v[k:]}, seq, nil
+	return store.Record{Session: session, Parent: parent, Branch: branch, Turn: int(turn), Data: v[k:]}, seq, nil
 }
 
 // encodeLatest lays out a session's "l" value: the 8-byte big-endian seq of its last

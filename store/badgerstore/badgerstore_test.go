@@ -66,7 +66,7 @@ func TestReopen(t *testing.T) {
 	dir := t.TempDir()
 	s := openDir(t, dir)
 	for i, turn := range []int{0, 1, 2, 1} {
-		r := store.Record{ID: fmt.Sprintf("r%d", i), Session: "s", Turn: turn, Data: []byte(fmt.Sprint(i))}
+		r := store.Record{ID: fmt.Sprintf("r%d", i), Session: "s", Turn: turn, Data: []byte(fmt.Sprint(i)), Branch: true}
 		if err := s.Commit(ctx, "ns", r, []store.Blob{{Key: fmt.Sprintf("k%d", i), Data: []byte(fmt.Sprint("blob", i))}}); err != nil {
 			t.Fatal(err)
 		}
@@ -92,8 +92,8 @@ func TestReopen(t *testing.T) {
 	if got := strings.Join(ids, ","); got != "r0,r1,r3,r2" {
 		t.Fatalf("Records after reopening = %s, want r0,r1,r3,r2", got)
 	}
-	if l, err := s.Latest(ctx, "ns", "s"); err != nil || l.ID != "r3" {
-		t.Fatalf("Latest after reopening = %q, %v; want r3", l.ID, err)
+	if l, err := s.Head(ctx, "ns", "s"); err != nil || l.ID != "r3" {
+		t.Fatalf("Head after reopening = %q, %v; want r3", l.ID, err)
 	}
 	for i := range 4 {
 		if b, err := s.Blob(ctx, "ns", fmt.Sprintf("k%d", i)); err != nil || string(b) != fmt.Sprint("blob", i) {
@@ -108,7 +108,7 @@ func TestReopen(t *testing.T) {
 		t.Fatalf("Stats after reopening = %+v, before %+v", after, before)
 	}
 	// Sequence numbers carry on from the stored counter: a new branch goes last.
-	if err := s.Commit(ctx, "ns", store.Record{ID: "r4", Session: "s", Turn: 1}, nil); err != nil {
+	if err := s.Commit(ctx, "ns", store.Record{ID: "r4", Session: "s", Turn: 1, Branch: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	recs, _ = s.Records(ctx, "ns", "s")
@@ -129,7 +129,7 @@ const (
 func crashRecords() []store.Record {
 	var recs []store.Record
 	for i := range 5 {
-		recs = append(recs, store.Record{ID: fmt.Sprintf("rec-%d", i), Session: "s", Turn: i, Data: bytes.Repeat([]byte{byte('a' + i)}, 100*i)})
+		recs = append(recs, store.Record{ID: fmt.Sprintf("rec-%d", i), Session: "s", Turn: i, Data: bytes.Repeat([]byte{byte('a' + i)}, 100*i), Branch: true})
 	}
 	return recs
 }
@@ -167,7 +167,7 @@ func TestCrashChild(t *testing.T) {
 	if os.Getenv(crashModeEnv) == "busy" {
 		// Keep committing so that the kill lands in the middle of a commit.
 		for i := 0; ; i++ {
-			r := store.Record{ID: fmt.Sprintf("busy-%d", i), Session: "busy", Turn: i, Data: []byte("x")}
+			r := store.Record{ID: fmt.Sprintf("busy-%d", i), Session: "busy", Turn: i, Data: []byte("x"), Branch: true}
 			blobs := []store.Blob{{Key: fmt.Sprintf("busy-%d", i), Data: bytes.Repeat([]byte("y"), 1000)}}
 			if err := s.Commit(ctx, "ns", r, blobs); err != nil {
 				fmt.Fprintln(os.Stderr, "child:", err)
@@ -265,8 +265,8 @@ func checkCrashRecords(t *testing.T, s *Store) {
 			}
 		}
 	}
-	if l, err := s.Latest(ctx, "ns", "s"); err != nil || l.ID != want[len(want)-1].ID {
-		t.Errorf("Latest after the kill = %q, %v", l.ID, err)
+	if l, err := s.Head(ctx, "ns", "s"); err != nil || l.ID != want[len(want)-1].ID {
+		t.Errorf("Head after the kill = %q, %v", l.ID, err)
 	}
 }
 
@@ -307,8 +307,8 @@ func TestCrashMidCommit(t *testing.T) {
 		t.Fatalf("the blob of the first lost commit busy-%d is there (%v): a torn commit", len(busy), err)
 	}
 	if len(busy) > 0 {
-		if l, err := s.Latest(ctx, "ns", "busy"); err != nil || l.ID != busy[len(busy)-1].ID {
-			t.Fatalf("Latest of the busy session = %q, %v; want %q", l.ID, err, busy[len(busy)-1].ID)
+		if l, err := s.Head(ctx, "ns", "busy"); err != nil || l.ID != busy[len(busy)-1].ID {
+			t.Fatalf("Head of the busy session = %q, %v; want %q", l.ID, err, busy[len(busy)-1].ID)
 		}
 	}
 	t.Logf("%d commits finished before the kill", len(busy))
@@ -332,15 +332,15 @@ func TestCorruptValueIsNotNotFound(t *testing.T) {
 	if _, err := s.Records(ctx, "ns", "s"); err == nil || errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Records over a corrupt value: %v", err)
 	}
-	if _, err := s.Latest(ctx, "ns", "s"); err == nil || errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Latest over a corrupt value: %v", err)
+	if _, err := s.Head(ctx, "ns", "s"); err == nil || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Head over a corrupt value: %v", err)
 	}
 	err = s.db.Update(func(txn *badger.Txn) error { return txn.Delete(recordKey("ns", "r")) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Latest(ctx, "ns", "s"); err == nil || errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Latest naming a missing record: %v", err)
+	if _, err := s.Head(ctx, "ns", "s"); err == nil || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Head naming a missing record: %v", err)
 	}
 	if _, err := s.Records(ctx, "ns", "s"); err == nil || errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Records naming a missing record: %v", err)
@@ -354,7 +354,7 @@ func TestKeysArePrefixFree(t *testing.T) {
 			if ns1 == ns2 {
 				continue
 			}
-			for _, kind := range []byte{kindBlob, kindRecord, kindIndex, kindLatest} {
+			for _, kind := range []byte{kindBlob, kindRecord, kindIndex, kindLatest, kindLine} {
 				p1 := nsPrefix(kind, ns1, 0)
 				for _, rest := range names {
 					if k := append(nsPrefix(kind, ns2, 0), rest...); bytes.HasPrefix(k, p1) {
@@ -421,9 +421,9 @@ func TestWithLogger(t *testing.T) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add(encodeRecord("s", 0, 1, []byte("data")))
-	f.Add(encodeRecord(strings.Repeat("s", store.MaxNameLen), math.MinInt64, math.MaxUint64, nil))
-	f.Add(encodeRecord("session", math.MaxInt64, 0, bytes.Repeat([]byte{0xff}, 40)))
+	f.Add(encodeRecord(store.Record{Session: "s", Data: []byte("data")}, 1))
+	f.Add(encodeRecord(store.Record{Session: strings.Repeat("s", store.MaxNameLen), Parent: strings.Repeat("p", store.MaxNameLen), Turn: math.MinInt64}, math.MaxUint64))
+	f.Add(encodeRecord(store.Record{Session: "session", Parent: "parent", Branch: true, Turn: math.MaxInt64, Data: bytes.Repeat([]byte{0xff}, 40)}, 0))
 	f.Add([]byte{})
 	f.Add([]byte{recordVersion})
 	f.Add([]byte{recordVersion, 0x80})
@@ -443,11 +443,12 @@ func FuzzDecodeRecord(f *testing.F) {
 			if rec.Session == "" || len(rec.Session) > store.MaxNameLen {
 				t.Fatalf("decodeRecord accepted session of %d bytes", len(rec.Session))
 			}
-			again, seq2, err := decodeRecord(encodeRecord(rec.Session, int64(rec.Turn), seq, rec.Data))
+			again, seq2, err := decodeRecord(encodeRecord(rec, seq))
 			if err != nil {
 				t.Fatalf("re-encoded record does not decode: %v", err)
 			}
-			if again.Session != rec.Session || again.Turn != rec.Turn || seq2 != seq || !bytes.Equal(again.Data, rec.Data) {
+			if again.Session != rec.Session || again.Parent != rec.Parent || again.Branch != rec.Branch ||
+				again.Turn != rec.Turn || seq2 != seq || !bytes.Equal(again.Data, rec.Data) {
 				t.Fatalf("round trip changed %+v/%d into %+v/%d", rec, seq, again, seq2)
 			}
 		}

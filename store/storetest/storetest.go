@@ -35,7 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NoConcatenationCollisions", testNoConcatenationCollisions},
 		{"TurnOrder", testTurnOrder},
 		{"NegativeAndLargeTurns", testNegativeAndLargeTurns},
-		{"LatestIsByCommitNotTurn", testLatestIsByCommitNotTurn},
+		{"HeadIsByCommitNotTurn", testHeadIsByCommitNotTurn},
 		{"RecommitIsNoop", testRecommitIsNoop},
 		{"BlobDeduplicated", testBlobDeduplicated},
 		{"EmptySession", testEmptySession},
@@ -44,6 +44,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LargeCommit", testLargeCommit},
 		{"ConcurrentCommits", testConcurrentCommits},
 		{"ConcurrentSameRecord", testConcurrentSameRecord},
+		{"LineConflict", testLineConflict},
+		{"FirstRecordConflict", testFirstRecordConflict},
+		{"BranchContinuesOwnLine", testBranchContinuesOwnLine},
+		{"LinesPerSessionAndNamespace", testLinesPerSessionAndNamespace},
+		{"ConcurrentContinuation", testConcurrentContinuation},
 		{"Stats", testStats},
 		{"CancelledContext", testCancelledContext},
 		{"Closed", testClosed},
@@ -61,8 +66,15 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
+// rec is a record that branches, so that the cases about order, names and data need
+// not chain their records; the line cases build theirs with next.
 func rec(id, session string, turn int, data string) store.Record {
-	return store.Record{ID: id, Session: session, Turn: turn, Data: []byte(data)}
+	return store.Record{ID: id, Session: session, Turn: turn, Data: []byte(data), Branch: true}
+}
+
+// next is a record continuing parent's line.
+func next(id, session, parent string, turn int) store.Record {
+	return store.Record{ID: id, Session: session, Parent: parent, Turn: turn, Data: []byte(id)}
 }
 
 func blob(key, data string) store.Blob {
@@ -79,7 +91,8 @@ func commit(t *testing.T, s store.Store, ns string, r store.Record, blobs ...sto
 // sameRecord compares records treating nil and empty Data alike: the store does not
 // promise to keep the difference.
 func sameRecord(a, b store.Record) bool {
-	return a.ID == b.ID && a.Session == b.Session && a.Turn == b.Turn && bytes.Equal(a.Data, b.Data)
+	return a.ID == b.ID && a.Session == b.Session && a.Parent == b.Parent && a.Branch == b.Branch &&
+		a.Turn == b.Turn && bytes.Equal(a.Data, b.Data)
 }
 
 func checkRecord(t *testing.T, s store.Store, ns string, want store.Record) {
@@ -124,14 +137,14 @@ func checkRecords(t *testing.T, s store.Store, ns, session string, wantIDs ...st
 	return got
 }
 
-func checkLatest(t *testing.T, s store.Store, ns, session, wantID string) {
+func checkHead(t *testing.T, s store.Store, ns, session, wantID string) {
 	t.Helper()
-	got, err := s.Latest(t.Context(), ns, session)
+	got, err := s.Head(t.Context(), ns, session)
 	if err != nil {
-		t.Fatalf("Latest(%q, %q): %v", ns, session, err)
+		t.Fatalf("Head(%q, %q): %v", ns, session, err)
 	}
 	if got.ID != wantID {
-		t.Fatalf("Latest(%q, %q) = %q, want %q", ns, session, got.ID, wantID)
+		t.Fatalf("Head(%q, %q) = %q, want %q", ns, session, got.ID, wantID)
 	}
 }
 
@@ -173,7 +186,7 @@ func testCommitAndRead(t *testing.T, s store.Store) {
 	checkBlob(t, s, "ns", "k1", b1.Data)
 	checkBlob(t, s, "ns", "k2", b2.Data)
 	checkRecords(t, s, "ns", "s1", "r1")
-	checkLatest(t, s, "ns", "s1", "r1")
+	checkHead(t, s, "ns", "s1", "r1")
 	checkStats(t, s, "ns", 1, 2)
 }
 
@@ -204,7 +217,7 @@ func testNoAliasing(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	all[0].Data[1] = 'Y'
-	latest, err := s.Latest(t.Context(), "ns", "s1")
+	latest, err := s.Head(t.Context(), "ns", "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +225,8 @@ func testNoAliasing(t *testing.T, s store.Store) {
 	checkRecord(t, s, "ns", rec("r1", "s1", 0, "record data"))
 	checkBlob(t, s, "ns", "k1", []byte("blob data"))
 	checkRecords(t, s, "ns", "s1", "r1")
-	if got, _ := s.Latest(t.Context(), "ns", "s1"); string(got.Data) != "record data" {
-		t.Fatalf("Latest data = %q after the caller edited earlier reads", got.Data)
+	if got, _ := s.Head(t.Context(), "ns", "s1"); string(got.Data) != "record data" {
+		t.Fatalf("Head data = %q after the caller edited earlier reads", got.Data)
 	}
 }
 
@@ -231,18 +244,18 @@ func testNotFound(t *testing.T, s store.Store) {
 	if err != nil && !strings.Contains(err.Error(), "missing-blob") {
 		t.Errorf("Blob error %q does not name the missing key", err)
 	}
-	_, err = s.Latest(ctx, "ns", "missing-session")
-	wantErr(t, "Latest of a missing session", err, store.ErrNotFound)
+	_, err = s.Head(ctx, "ns", "missing-session")
+	wantErr(t, "Head of a missing session", err, store.ErrNotFound)
 	if err != nil && !strings.Contains(err.Error(), "missing-session") {
-		t.Errorf("Latest error %q does not name the missing session", err)
+		t.Errorf("Head error %q does not name the missing session", err)
 	}
 	// A namespace nothing was ever written to.
 	_, err = s.Record(ctx, "other-ns", "r1")
 	wantErr(t, "Record in an unused namespace", err, store.ErrNotFound)
 	_, err = s.Blob(ctx, "other-ns", "k1")
 	wantErr(t, "Blob in an unused namespace", err, store.ErrNotFound)
-	_, err = s.Latest(ctx, "other-ns", "s1")
-	wantErr(t, "Latest in an unused namespace", err, store.ErrNotFound)
+	_, err = s.Head(ctx, "other-ns", "s1")
+	wantErr(t, "Head in an unused namespace", err, store.ErrNotFound)
 }
 
 func testInvalid(t *testing.T, s store.Store) {
@@ -272,10 +285,10 @@ func testInvalid(t *testing.T, s store.Store) {
 		wantErr(t, "Records, "+what+" namespace", err, store.ErrInvalid)
 		_, err = s.Records(ctx, "ns", bad)
 		wantErr(t, "Records, "+what+" session", err, store.ErrInvalid)
-		_, err = s.Latest(ctx, bad, "s1")
-		wantErr(t, "Latest, "+what+" namespace", err, store.ErrInvalid)
-		_, err = s.Latest(ctx, "ns", bad)
-		wantErr(t, "Latest, "+what+" session", err, store.ErrInvalid)
+		_, err = s.Head(ctx, bad, "s1")
+		wantErr(t, "Head, "+what+" namespace", err, store.ErrInvalid)
+		_, err = s.Head(ctx, "ns", bad)
+		wantErr(t, "Head, "+what+" session", err, store.ErrInvalid)
 		_, err = s.Blob(ctx, bad, "k1")
 		wantErr(t, "Blob, "+what+" namespace", err, store.ErrInvalid)
 		_, err = s.Blob(ctx, "ns", bad)
@@ -293,8 +306,8 @@ func testInvalidCommitWritesNothing(t *testing.T, s store.Store) {
 	wantErr(t, "Record after a rejected commit", err, store.ErrNotFound)
 	_, err = s.Blob(t.Context(), "ns", "good")
 	wantErr(t, "Blob after a rejected commit", err, store.ErrNotFound)
-	_, err = s.Latest(t.Context(), "ns", "s1")
-	wantErr(t, "Latest after a rejected commit", err, store.ErrNotFound)
+	_, err = s.Head(t.Context(), "ns", "s1")
+	wantErr(t, "Head after a rejected commit", err, store.ErrNotFound)
 	checkRecords(t, s, "ns", "s1")
 	checkStats(t, s, "ns", 0, 0)
 }
@@ -307,7 +320,7 @@ func testMaxNameLen(t *testing.T, s store.Store) {
 	checkRecord(t, s, ns, r)
 	checkBlob(t, s, ns, key, []byte("y"))
 	checkRecords(t, s, ns, r.Session, r.ID)
-	checkLatest(t, s, ns, r.Session, r.ID)
+	checkHead(t, s, ns, r.Session, r.ID)
 	checkStats(t, s, ns, 1, 1)
 }
 
@@ -322,7 +335,7 @@ func testNamespacesIsolated(t *testing.T, s store.Store) {
 		checkRecord(t, s, ns, rec("r1", "s1", 0, "record of "+ns))
 		checkBlob(t, s, ns, "k1", []byte("blob of "+ns))
 		checkRecords(t, s, ns, "s1", "r1")
-		checkLatest(t, s, ns, "s1", "r1")
+		checkHead(t, s, ns, "s1", "r1")
 		checkStats(t, s, ns, 2, 2)
 		for _, other := range namespaces {
 			if other == ns {
@@ -332,8 +345,8 @@ func testNamespacesIsolated(t *testing.T, s store.Store) {
 			wantErr(t, fmt.Sprintf("Record in %q of a record of %q", ns, other), err, store.ErrNotFound)
 			_, err = s.Blob(t.Context(), ns, "only-"+other)
 			wantErr(t, fmt.Sprintf("Blob in %q of a blob of %q", ns, other), err, store.ErrNotFound)
-			_, err = s.Latest(t.Context(), ns, "only-"+other)
-			wantErr(t, fmt.Sprintf("Latest in %q of a session of %q", ns, other), err, store.ErrNotFound)
+			_, err = s.Head(t.Context(), ns, "only-"+other)
+			wantErr(t, fmt.Sprintf("Head in %q of a session of %q", ns, other), err, store.ErrNotFound)
 			checkRecords(t, s, ns, "only-"+other)
 		}
 	}
@@ -351,10 +364,10 @@ func testNoConcatenationCollisions(t *testing.T, s store.Store) {
 	checkRecords(t, s, "ab", "c", "c")
 	checkRecords(t, s, "a", "b")
 	checkRecords(t, s, "ab", "bc")
-	checkLatest(t, s, "a", "bc", "bc")
-	checkLatest(t, s, "ab", "c", "c")
-	_, err := s.Latest(t.Context(), "a", "b")
-	wantErr(t, `Latest("a", "b")`, err, store.ErrNotFound)
+	checkHead(t, s, "a", "bc", "bc")
+	checkHead(t, s, "ab", "c", "c")
+	_, err := s.Head(t.Context(), "a", "b")
+	wantErr(t, `Head("a", "b")`, err, store.ErrNotFound)
 	_, err = s.Record(t.Context(), "a", "c")
 	wantErr(t, `Record("a", "c")`, err, store.ErrNotFound)
 	_, err = s.Record(t.Context(), "ab", "bc")
@@ -373,14 +386,14 @@ func testNoConcatenationCollisions(t *testing.T, s store.Store) {
 	checkRecords(t, s, "n", "s", "x1")
 	checkRecords(t, s, "n", "s1", "x2")
 	checkRecords(t, s, "n", "s\x00", "x3")
-	checkLatest(t, s, "n", "s", "x1")
+	checkHead(t, s, "n", "s", "x1")
 }
 
 func testTurnOrder(t *testing.T, s store.Store) {
 	commit(t, s, "ns", rec("t0", "s", 0, "0"))
 	commit(t, s, "ns", rec("t1", "s", 1, "1"))
 	commit(t, s, "ns", rec("t2", "s", 2, "2"))
-	checkLatest(t, s, "ns", "s", "t2")
+	checkHead(t, s, "ns", "s", "t2")
 	// The session resumed from turn 0's snapshot: a second turn 1.
 	commit(t, s, "ns", rec("t1b", "s", 1, "1b"))
 	got := checkRecords(t, s, "ns", "s", "t0", "t1", "t1b", "t2")
@@ -389,11 +402,11 @@ func testTurnOrder(t *testing.T, s store.Store) {
 			t.Errorf("Records[%d] = %s, want %s", i, show(got[i]), show(want))
 		}
 	}
-	checkLatest(t, s, "ns", "s", "t1b")
+	checkHead(t, s, "ns", "s", "t1b")
 	// A third branch at turn 1 goes after the other two.
 	commit(t, s, "ns", rec("t1c", "s", 1, "1c"))
 	checkRecords(t, s, "ns", "s", "t0", "t1", "t1b", "t1c", "t2")
-	checkLatest(t, s, "ns", "s", "t1c")
+	checkHead(t, s, "ns", "s", "t1c")
 }
 
 func testNegativeAndLargeTurns(t *testing.T, s store.Store) {
@@ -417,13 +430,13 @@ func testNegativeAndLargeTurns(t *testing.T, s store.Store) {
 	if !slices.Equal(gotTurns, sorted) {
 		t.Fatalf("Records turns = %v, want %v", gotTurns, sorted)
 	}
-	checkLatest(t, s, "ns", "s", fmt.Sprintf("r%d", len(turns)-1))
+	checkHead(t, s, "ns", "s", fmt.Sprintf("r%d", len(turns)-1))
 }
 
-func testLatestIsByCommitNotTurn(t *testing.T, s store.Store) {
+func testHeadIsByCommitNotTurn(t *testing.T, s store.Store) {
 	commit(t, s, "ns", rec("late", "s", 9, "x"))
 	commit(t, s, "ns", rec("early", "s", 2, "x"))
-	checkLatest(t, s, "ns", "s", "early")
+	checkHead(t, s, "ns", "s", "early")
 	checkRecords(t, s, "ns", "s", "early", "late")
 }
 
@@ -438,7 +451,7 @@ func testRecommitIsNoop(t *testing.T, s store.Store) {
 	commit(t, s, "ns", rec("r1", "other-session", 0, "changed"))
 	checkRecords(t, s, "ns", "s", "r1", "r2")
 	checkRecords(t, s, "ns", "other-session")
-	checkLatest(t, s, "ns", "s", "r2")
+	checkHead(t, s, "ns", "s", "r2")
 	checkRecord(t, s, "ns", rec("r1", "s", 0, "first"))
 	_, err := s.Blob(t.Context(), "ns", "k-new")
 	wantErr(t, "Blob committed with an already stored record", err, store.ErrNotFound)
@@ -472,8 +485,8 @@ func testEmptySession(t *testing.T, s store.Store) {
 	if len(got) != 0 {
 		t.Fatalf("Records of an empty session = %d records", len(got))
 	}
-	_, err = s.Latest(t.Context(), "ns", "nothing")
-	wantErr(t, "Latest of an empty session", err, store.ErrNotFound)
+	_, err = s.Head(t.Context(), "ns", "nothing")
+	wantErr(t, "Head of an empty session", err, store.ErrNotFound)
 	st := checkStats(t, s, "ns", 0, 0)
 	if st.Bytes != 0 {
 		t.Errorf("Stats of an empty namespace: Bytes = %d", st.Bytes)
@@ -481,10 +494,10 @@ func testEmptySession(t *testing.T, s store.Store) {
 }
 
 func testEmptyData(t *testing.T, s store.Store) {
-	commit(t, s, "ns", store.Record{ID: "nil", Session: "s", Turn: 0}, store.Blob{Key: "nil"})
-	commit(t, s, "ns", store.Record{ID: "empty", Session: "s", Turn: 1, Data: []byte{}}, store.Blob{Key: "empty", Data: []byte{}})
-	checkRecord(t, s, "ns", store.Record{ID: "nil", Session: "s", Turn: 0})
-	checkRecord(t, s, "ns", store.Record{ID: "empty", Session: "s", Turn: 1})
+	commit(t, s, "ns", store.Record{ID: "nil", Session: "s", Turn: 0, Branch: true}, store.Blob{Key: "nil"})
+	commit(t, s, "ns", store.Record{ID: "empty", Session: "s", Turn: 1, Data: []byte{}, Branch: true}, store.Blob{Key: "empty", Data: []byte{}})
+	checkRecord(t, s, "ns", store.Record{ID: "nil", Session: "s", Turn: 0, Branch: true})
+	checkRecord(t, s, "ns", store.Record{ID: "empty", Session: "s", Turn: 1, Branch: true})
 	checkBlob(t, s, "ns", "nil", nil)
 	checkBlob(t, s, "ns", "empty", nil)
 	checkRecords(t, s, "ns", "s", "nil", "empty")
@@ -495,9 +508,9 @@ func testLargeBlob(t *testing.T, s store.Store) {
 	// Larger than the values some stores keep inline with their keys.
 	big := bytes.Repeat([]byte("0123456789abcdef"), 3<<20/16)
 	big[12345] = 'X'
-	commit(t, s, "ns", store.Record{ID: "r", Session: "s", Data: big[:1<<20+7]}, store.Blob{Key: "big", Data: big})
+	commit(t, s, "ns", store.Record{ID: "r", Session: "s", Data: big[:1<<20+7], Branch: true}, store.Blob{Key: "big", Data: big})
 	checkBlob(t, s, "ns", "big", big)
-	checkRecord(t, s, "ns", store.Record{ID: "r", Session: "s", Data: big[:1<<20+7]})
+	checkRecord(t, s, "ns", store.Record{ID: "r", Session: "s", Data: big[:1<<20+7], Branch: true})
 	st := checkStats(t, s, "ns", 1, 1)
 	if st.Bytes < int64(len(big)) {
 		t.Errorf("Stats.Bytes = %d, less than the %d-byte blob", st.Bytes, len(big))
@@ -549,12 +562,12 @@ func testConcurrentCommits(t *testing.T, s store.Store) {
 	for i := range n {
 		want = append(want, fmt.Sprintf("shared-%02d", i))
 		checkRecords(t, s, "ns", fmt.Sprintf("solo-%02d", i), fmt.Sprintf("solo-%02d", i))
-		checkLatest(t, s, "ns", fmt.Sprintf("solo-%02d", i), fmt.Sprintf("solo-%02d", i))
+		checkHead(t, s, "ns", fmt.Sprintf("solo-%02d", i), fmt.Sprintf("solo-%02d", i))
 	}
 	checkRecords(t, s, "ns", "shared", want...)
-	latest, err := s.Latest(t.Context(), "ns", "shared")
+	latest, err := s.Head(t.Context(), "ns", "shared")
 	if err != nil || !slices.Contains(want, latest.ID) {
-		t.Errorf("Latest of the shared session = %q, %v", latest.ID, err)
+		t.Errorf("Head of the shared session = %q, %v", latest.ID, err)
 	}
 	checkStats(t, s, "ns", 2*n, 1+2*n)
 }
@@ -612,8 +625,8 @@ func testCancelledContext(t *testing.T, s store.Store) {
 	wantErr(t, "Record with a cancelled context", err, context.Canceled)
 	_, err = s.Records(ctx, "ns", "s")
 	wantErr(t, "Records with a cancelled context", err, context.Canceled)
-	_, err = s.Latest(ctx, "ns", "s")
-	wantErr(t, "Latest with a cancelled context", err, context.Canceled)
+	_, err = s.Head(ctx, "ns", "s")
+	wantErr(t, "Head with a cancelled context", err, context.Canceled)
 	_, err = s.Blob(ctx, "ns", "k1")
 	wantErr(t, "Blob with a cancelled context", err, context.Canceled)
 	_, err = s.Stats(ctx, "ns")
@@ -633,8 +646,8 @@ func testClosed(t *testing.T, s store.Store) {
 	wantErr(t, "Record after Close", err, store.ErrClosed)
 	_, err = s.Records(ctx, "ns", "s")
 	wantErr(t, "Records after Close", err, store.ErrClosed)
-	_, err = s.Latest(ctx, "ns", "s")
-	wantErr(t, "Latest after Close", err, store.ErrClosed)
+	_, err = s.Head(ctx, "ns", "s")
+	wantErr(t, "Head after Close", err, store.ErrClosed)
 	_, err = s.Blob(ctx, "ns", "k1")
 	wantErr(t, "Blob after Close", err, store.ErrClosed)
 	_, err = s.Stats(ctx, "ns")
@@ -642,4 +655,109 @@ func testClosed(t *testing.T, s store.Store) {
 	if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
 		t.Errorf("second Close: %v", err)
 	}
+}
+
+// wantConflict checks a refused commit: a *ConflictError naming the session, the parent,
+// the record that continued it, and the head.
+func wantConflict(t *testing.T, err error, session, parent, continued, head string) {
+	t.Helper()
+	var ce *store.ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Commit = %v, want a *store.ConflictError wrapping ErrConflict", err)
+	}
+	want := store.ConflictError{Session: session, Parent: parent, Continued: continued, Head: head}
+	if *ce != want {
+		t.Errorf("conflict = %+v, want %+v", *ce, want)
+	}
+	if !strings.Contains(err.Error(), session) || !strings.Contains(err.Error(), head) {
+		t.Errorf("conflict error %q names neither the session nor the head", err)
+	}
+}
+
+func testLineConflict(t *testing.T, s store.Store) {
+	commit(t, s, "ns", next("a", "s", "", 0))
+	commit(t, s, "ns", next("b", "s", "a", 1), blob("kb", "b"))
+	commit(t, s, "ns", next("c", "s", "b", 2))
+	st := checkStats(t, s, "ns", 3, 1)
+
+	// A second record continuing a: refused, and nothing of it written.
+	err := s.Commit(t.Context(), "ns", next("b2", "s", "a", 1), []store.Blob{blob("kb2", "b2")})
+	wantConflict(t, err, "s", "a", "b", "c")
+	checkRecords(t, s, "ns", "s", "a", "b", "c")
+	checkHead(t, s, "ns", "s", "c")
+	_, err = s.Record(t.Context(), "ns", "b2")
+	wantErr(t, "Record of a refused commit", err, store.ErrNotFound)
+	_, err = s.Blob(t.Context(), "ns", "kb2")
+	wantErr(t, "Blob of a refused commit", err, store.ErrNotFound)
+	if st2 := checkStats(t, s, "ns", 3, 1); st2.Bytes != st.Bytes {
+		t.Errorf("Stats.Bytes went from %d to %d on a refused commit", st.Bytes, st2.Bytes)
+	}
+	// The winner committed again is a no-op, not a conflict with itself.
+	commit(t, s, "ns", next("b", "s", "a", 1))
+	checkRecord(t, s, "ns", next("b", "s", "a", 1))
+}
+
+func testFirstRecordConflict(t *testing.T, s store.Store) {
+	commit(t, s, "ns", next("first", "s", "", 0))
+	err := s.Commit(t.Context(), "ns", next("other-first", "s", "", 0), nil)
+	wantConflict(t, err, "s", "", "first", "first")
+	checkRecords(t, s, "ns", "s", "first")
+}
+
+func testBranchContinuesOwnLine(t *testing.T, s store.Store) {
+	commit(t, s, "ns", next("a", "s", "", 0))
+	commit(t, s, "ns", next("b", "s", "a", 1))
+	branch := next("x", "s", "a", 1)
+	branch.Branch = true
+	commit(t, s, "ns", branch)
+	checkRecord(t, s, "ns", branch)
+	checkHead(t, s, "ns", "s", "x")
+	// The branch is a line of its own: it can be continued once.
+	commit(t, s, "ns", next("y", "s", "x", 2))
+	wantConflict(t, s.Commit(t.Context(), "ns", next("y2", "s", "x", 2), nil), "s", "x", "y", "y")
+	// The first line goes on, unaffected by the branch.
+	commit(t, s, "ns", next("c", "s", "b", 2))
+	checkHead(t, s, "ns", "s", "c")
+	checkRecords(t, s, "ns", "s", "a", "b", "x", "y", "c")
+}
+
+func testLinesPerSessionAndNamespace(t *testing.T, s store.Store) {
+	commit(t, s, "ns", next("a", "s1", "p", 1))
+	commit(t, s, "ns", next("b", "s2", "p", 1))
+	commit(t, s, "other", next("c", "s1", "p", 1))
+	checkHead(t, s, "ns", "s1", "a")
+	checkHead(t, s, "ns", "s2", "b")
+	checkHead(t, s, "other", "s1", "c")
+}
+
+func testConcurrentContinuation(t *testing.T, s store.Store) {
+	commit(t, s, "ns", next("root", "s", "", 0))
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			errs <- s.Commit(context.Background(), "ns", next(fmt.Sprintf("child-%02d", i), "s", "root", 1), []store.Blob{blob(fmt.Sprintf("k%02d", i), "x")})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	won := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, store.ErrConflict):
+			t.Errorf("concurrent continuation: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of %d concurrent continuations of one record succeeded, want exactly 1", won, n)
+	}
+	recs, err := s.Records(t.Context(), "ns", "s")
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("%d records after the race (%v), want 2", len(recs), err)
+	}
+	checkHead(t, s, "ns", "s", recs[1].ID)
+	checkStats(t, s, "ns", 2, 1)
 }
