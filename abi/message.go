@@ -195,3 +195,11 @@ func SplitSystem(msgs []*Message) (system []*Part, rest []*Message) {
 	}
 	return system, rest
 }
+
+// Artifact is a named output of a session (a file, an image, a document): a collection
+// of parts. A session keeps one artifact per name, the latest.
+type Artifact struct {
+	Name     string         `json:"name,omitempty"`
+	Parts    []*Part        `json:"parts"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}

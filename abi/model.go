@@ -124,6 +124,70 @@ func (r *GenerateResponse) ToolRequests() []*ToolRequest {
 	return r.Message.ToolRequests()
 }
 
+// History returns the conversation the response answers, as a caller sends it back to
+// continue it: the request's messages without the parts the call injected for this
+// request only (format instructions, folded documents: see Injected), then the
+// response's message.
+func (r *GenerateResponse) History() []*Message {
+	if r == nil {
+		return nil
+	}
+	var msgs []*Message
+	if r.Request != nil {
+		msgs = WithoutInjected(r.Request.Messages)
+	}
+	out := make([]*Message, 0, len(msgs)+1)
+	out = append(out, msgs...)
+	if r.Message != nil {
+		out = append(out, r.Message)
+	}
+	return out
+}
+
+// The parts a generate call adds to a request for that request only are marked, as
+// Genkit marks them, with metadata "purpose": "output" for format instructions and
+// "context" for documents folded into the prompt.
+const (
+	PurposeOutput  = "output"
+	PurposeContext = "context"
+)
+
+// Injected reports whether p is a part a generate call injected (PurposeOutput or
+// PurposeContext).
+func Injected(p *Part) bool {
+	purpose, _ := p.Metadata["purpose"].(string)
+	return purpose == PurposeOutput || purpose == PurposeContext
+}
+
+// WithoutInjected returns msgs without injected parts. Messages holding none are kept
+// as they are; the others are copied, so msgs is never changed.
+func WithoutInjected(msgs []*Message) []*Message {
+	out := msgs
+	copied := false
+	for i, m := range msgs {
+		keep := m.Content[:0:0]
+		dropped := false
+		for _, p := range m.Content {
+			if Injected(p) {
+				dropped = true
+				continue
+			}
+			keep = append(keep, p)
+		}
+		if !dropped {
+			continue
+		}
+		if !copied {
+			out = append([]*Message(nil), msgs...)
+			copied = true
+		}
+		c := *m
+		c.Content = keep
+		out[i] = &c
+	}
+	return out
+}
+
 // ErrNoJSON is returned by Output when a response's text holds no JSON value.
 var ErrNoJSON = errors.New("abi: no JSON value in text")
 

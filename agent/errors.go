@@ -21,6 +21,21 @@ var (
 	ErrMaxTurns = errors.New("exceeded maximum turns")
 	// ErrInvalidOutput: the model's output is not valid JSON of the requested schema.
 	ErrInvalidOutput = errors.New("output does not match the requested schema")
-	// ErrInvalidResume: a resume names a tool request that is not pending.
+	// ErrInvalidResume: a resume names a tool request that is not pending, or restarts
+	// one with other inputs than the pending request's.
 	ErrInvalidResume = errors.New("invalid resume")
+	// ErrInvalidInput: an action's input does not match its schema, or a turn's input
+	// is not one a client may send.
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrInvalidOption: an option has an invalid value, or a single setting is given
+	// twice.
+	ErrInvalidOption = errors.New("invalid option")
+	// ErrInvalidConfig: the model config does not match the model's config schema.
+	ErrInvalidConfig = errors.New("invalid model config")
+	// ErrUnsupported: the request needs what the model says it does not support (media,
+	// tools, several messages, a tool choice).
+	ErrUnsupported = errors.New("unsupported by the model")
+	// ErrInvalidResponse: the model's response is malformed (no message, or a message
+	// or chunk with a role other than model).
+	ErrInvalidResponse = errors.New("invalid model response")
 )

@@ -2,17 +2,13 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent/tracing"
 	"github.com/terrarium-ai/terrarium/internal/schema"
 )
 
@@ -94,38 +90,34 @@ var errStopped = errors.New("agent: stream consumer stopped")
 
 // call is one resolved generate call.
 type call struct {
-	reg        *Registry
-	model      Model
-	tools      map[string]Tool
-	middleware []Middleware
-	cb         ModelStreamCallback
-	onHistory  func([]*abi.Message)
+	reg              *Registry
+	model            Model
+	tools            map[string]Tool
+	middleware       []Middleware
+	returnToolErrors bool
+	cb               ModelStreamCallback
 }
 
 func generate(ctx context.Context, r *Registry, opts []GenerateOption, cb ModelStreamCallback) (*abi.GenerateResponse, error) {
-	var o generateOptions
-	for _, opt := range opts {
-		opt(&o)
+	cfg, err := newGenerateConfig(opts)
+	if err != nil {
+		return nil, err
 	}
-	if o.err != nil {
-		return nil, o.err
-	}
-	c := &call{reg: r, model: o.model, tools: map[string]Tool{}, middleware: o.middleware, cb: cb, onHistory: o.onHistory}
-	if c.model == nil && o.modelName != "" {
-		m, err := r.LookupModel(o.modelName)
-		if err != nil {
+	c := &call{reg: r, model: cfg.Model, tools: map[string]Tool{}, middleware: cfg.Middleware,
+		returnToolErrors: cfg.ReturnToolErrors, cb: cb}
+	if c.model == nil && cfg.ModelName != "" {
+		if c.model, err = r.LookupModel(cfg.ModelName); err != nil {
 			return nil, err
 		}
-		c.model = m
 	}
-	tools := make([]Tool, 0, len(o.tools)+len(o.toolNames))
-	for _, t := range o.tools {
+	tools := make([]Tool, 0, len(cfg.Tools)+len(cfg.ToolNames))
+	for _, t := range cfg.Tools {
 		if _, dup := c.tools[t.Name()]; !dup {
 			tools = append(tools, t)
 		}
 		c.tools[t.Name()] = t
 	}
-	for _, name := range o.toolNames {
+	for _, name := range cfg.ToolNames {
 		if _, ok := c.tools[name]; ok {
 			continue
 		}
@@ -136,7 +128,17 @@ func generate(ctx context.Context, r *Registry, opts []GenerateOption, cb ModelS
 		c.tools[name] = t
 		tools = append(tools, t)
 	}
-	return wrapGenerate(c.middleware, c.run)(ctx, o.actionOptions(c.model, tools))
+	return traceGenerate(wrapGenerate(c.middleware, c.run))(ctx, cfg.actionOptions(c.model, tools))
+}
+
+// traceGenerate records the whole call, middleware included, as Genkit's generate span.
+func traceGenerate(next GenerateFunc) GenerateFunc {
+	return func(ctx context.Context, a *abi.GenerateActionOptions) (*abi.GenerateResponse, error) {
+		ctx, span := tracing.Start(ctx, "generate", tracing.Util, a)
+		resp, err := next(ctx, a)
+		span.End(resp, err)
+		return resp, err
+	}
 }
 
 // resolve finds the model and tools the (possibly middleware-changed) options name.
@@ -172,6 +174,9 @@ func (c *call) run(ctx context.Context, a *abi.GenerateActionOptions) (*abi.Gene
 	if err != nil {
 		return nil, err
 	}
+	if err := checkConfig(model, a.Config); err != nil {
+		return nil, err
+	}
 	msgs := append([]*abi.Message(nil), a.Messages...)
 	index := 0 // index of the next message this call produces, for chunks
 	if a.Resume != nil {
@@ -180,7 +185,6 @@ func (c *call) run(ctx context.Context, a *abi.GenerateActionOptions) (*abi.Gene
 			return nil, err
 		}
 		if done != nil { // a restarted tool interrupted again
-			c.history(done.Request.Messages)
 			return done, nil
 		}
 		if err := c.emit(ctx, index, msgs[len(msgs)-1]); err != nil {
@@ -200,7 +204,6 @@ func (c *call) run(ctx context.Context, a *abi.GenerateActionOptions) (*abi.Gene
 		}
 		reqs := resp.Message.ToolRequests()
 		if len(reqs) == 0 || a.ReturnToolRequests {
-			c.history(msgs)
 			return finish(resp, a.Output)
 		}
 		if turn >= maxTurns {
@@ -214,7 +217,6 @@ func (c *call) run(ctx context.Context, a *abi.GenerateActionOptions) (*abi.Gene
 			resp.Message = markInterrupted(resp.Message, results)
 			resp.FinishReason = abi.FinishInterrupted
 			resp.FinishMessage = interruptedMessage
-			c.history(msgs)
 			return resp, nil
 		}
 		toolMsg := toolMessage(resp.Message, results)
@@ -223,12 +225,6 @@ func (c *call) run(ctx context.Context, a *abi.GenerateActionOptions) (*abi.Gene
 			return nil, err
 		}
 		index += 2
-	}
-}
-
-func (c *call) history(msgs []*abi.Message) {
-	if c.onHistory != nil {
-		c.onHistory(msgs)
 	}
 }
 
@@ -248,23 +244,38 @@ func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest,
 		cb = func(ctx context.Context, chunk *abi.GenerateResponseChunk) error {
 			out := *chunk
 			out.Index = index
-			if out.Role == "" {
+			switch out.Role {
+			case "":
 				out.Role = abi.RoleModel
+			case abi.RoleModel:
+			default:
+				return fmt.Errorf("agent: %w: model %s streamed a chunk with role %s", ErrInvalidResponse, m.Name(), out.Role)
 			}
 			acc.Add(&out)
 			streamed = true
 			return c.cb(ctx, &out)
 		}
 	}
-	resp, err := wrapModel(c.middleware, m, m.Generate)(ctx, req, cb)
+	resp, err := wrapModel(c.middleware, m, generateWith(m))(ctx, req, cb)
 	if err != nil {
 		return nil, err
 	}
 	if resp.Message == nil {
 		if !streamed {
-			return nil, fmt.Errorf("agent: model %s returned a response without a message", m.Name())
+			return nil, fmt.Errorf("agent: %w: model %s returned a response without a message", ErrInvalidResponse, m.Name())
 		}
 		resp.Message = acc.Message(abi.RoleModel)
+	}
+	switch resp.Message.Role {
+	case abi.RoleModel:
+	case "":
+		c := *resp.Message
+		c.Role = abi.RoleModel
+		resp.Message = &c
+	default:
+		// A message of another role would be stored as a user's or a tool's: a model
+		// could forge the other side of the conversation.
+		return nil, fmt.Errorf("agent: %w: model %s answered with a %s message; a model's message has role model", ErrInvalidResponse, m.Name(), resp.Message.Role)
 	}
 	resp.Message = completePartials(resp.Message)
 	resp.Request = req
@@ -276,6 +287,22 @@ func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest,
 		}
 	}
 	return resp, nil
+}
+
+// generateWith returns the function that calls m: the request adapted to what m
+// supports (refused, or simulated as Genkit does), within a model span.
+func generateWith(m Model) ModelFunc {
+	return func(ctx context.Context, req *abi.GenerateRequest, cb ModelStreamCallback) (*abi.GenerateResponse, error) {
+		ctx, span := tracing.Start(ctx, m.Name(), tracing.Model, req)
+		adapted, err := adaptRequest(m, req)
+		if err != nil {
+			span.End(nil, err)
+			return nil, err
+		}
+		resp, err := m.Generate(ctx, adapted, cb)
+		span.End(resp, err)
+		return resp, err
+	}
 }
 
 // completePartials merges partial tool requests left in a final message into whole ones.
@@ -323,277 +350,4 @@ func finish(resp *abi.GenerateResponse, out *abi.GenerateActionOutputConfig) (*a
 		}
 	}
 	return resp, nil
-}
-
-// buildRequest assembles the model request for one turn, adding format instructions and
-// documents where the model needs them in the prompt.
-func buildRequest(m Model, tools []Tool, a *abi.GenerateActionOptions, msgs []*abi.Message) *abi.GenerateRequest {
-	supports := m.Info().Supports
-	if supports == nil {
-		supports = &abi.ModelSupports{}
-	}
-	req := &abi.GenerateRequest{
-		Messages:   stripInjected(msgs),
-		Config:     a.Config,
-		Tools:      make([]*abi.ToolDefinition, len(tools)),
-		ToolChoice: a.ToolChoice,
-		Output:     &abi.OutputConfig{},
-		Docs:       a.Docs,
-	}
-	for i, t := range tools {
-		req.Tools[i] = t.Definition()
-	}
-	if out := a.Output; out != nil {
-		req.Output.Format = out.Format
-		req.Output.ContentType = out.ContentType
-		req.Output.Schema = out.JSONSchema
-		var instructions string
-		if out.Format == "json" {
-			native := (out.Constrained == nil || *out.Constrained) &&
-				(supports.Constrained == abi.ConstrainedAll || (supports.Constrained == abi.ConstrainedNoTools && len(tools) == 0))
-			req.Output.Constrained = native
-			if !native {
-				instructions = formatInstructions(out.JSONSchema)
-			}
-		}
-		switch v := out.Instructions.(type) {
-		case string:
-			instructions = v
-		case bool:
-			if !v {
-				instructions = ""
-			}
-		}
-		if instructions != "" {
-			req.Messages = injectPart(req.Messages, abi.NewTextPart(instructions), "output")
-		}
-	}
-	if len(a.Docs) > 0 && !supports.Context {
-		req.Messages = injectPart(req.Messages, abi.NewTextPart(contextText(a.Docs)), "context")
-	}
-	return req
-}
-
-// formatInstructions tells a model without native constrained output what to produce.
-func formatInstructions(s map[string]any) string {
-	if s == nil {
-		return "Output should be JSON."
-	}
-	b, _ := json.MarshalIndent(s, "", "  ")
-	return "Output should be in JSON format and conform to the following schema:\n\n```\n" + string(b) + "\n```\n"
-}
-
-// contextText folds documents into text for a model that takes no documents.
-func contextText(docs []*abi.Document) string {
-	var b strings.Builder
-	b.WriteString("\n\nUse the following information to complete your task:\n\n")
-	for i, d := range docs {
-		ref := fmt.Sprint(i)
-		if id, ok := d.Metadata["ref"].(string); ok {
-			ref = id
-		}
-		fmt.Fprintf(&b, "- [%s]: %s\n", ref, d.Text())
-	}
-	b.WriteString("\n")
-	return b.String()
-}
-
-// injectedKey marks parts the call added to a prompt, so that they are never added twice
-// when a conversation is sent back.
-const injectedKey = "purpose"
-
-// injectPart appends a part, marked with its purpose, to the last user message (or a
-// new one), copying that message so the caller's history is untouched.
-func injectPart(msgs []*abi.Message, p *abi.Part, purpose string) []*abi.Message {
-	p.Metadata = map[string]any{injectedKey: purpose}
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == abi.RoleUser {
-			m := *msgs[i]
-			m.Content = append(append([]*abi.Part(nil), m.Content...), p)
-			out := append([]*abi.Message(nil), msgs...)
-			out[i] = &m
-			return out
-		}
-	}
-	return append(append([]*abi.Message(nil), msgs...), abi.NewUserMessage(p))
-}
-
-// stripInjected drops parts an earlier call injected (format instructions, folded
-// documents) from a conversation sent back as history.
-func stripInjected(msgs []*abi.Message) []*abi.Message {
-	out := msgs
-	copied := false
-	for i, m := range msgs {
-		keep := m.Content[:0:0]
-		dropped := false
-		for _, p := range m.Content {
-			if purpose, _ := p.Metadata[injectedKey].(string); purpose == "output" || purpose == "context" {
-				dropped = true
-				continue
-			}
-			keep = append(keep, p)
-		}
-		if !dropped {
-			continue
-		}
-		if !copied {
-			out = append([]*abi.Message(nil), msgs...)
-			copied = true
-		}
-		c := *m
-		c.Content = keep
-		out[i] = &c
-	}
-	return out
-}
-
-// toolResult is the outcome of one tool request.
-type toolResult struct {
-	output    any
-	interrupt *InterruptError
-	err       error
-}
-
-// toolCall is one tool request to run; resumed is the metadata of a restart, nil for a
-// first run.
-type toolCall struct {
-	req     *abi.ToolRequest
-	resumed map[string]any
-}
-
-// toolCalls lists the tool requests of a message by content index.
-func toolCalls(m *abi.Message) map[int]toolCall {
-	calls := map[int]toolCall{}
-	for i, p := range m.Content {
-		if p.IsToolRequest() {
-			calls[i] = toolCall{req: p.ToolRequest}
-		}
-	}
-	return calls
-}
-
-// runTools runs tool calls concurrently and returns their results by the same keys. It
-// fails with the first tool failure in key order, preferring a real failure to the
-// cancellations it caused in the other tools.
-func (c *call) runTools(ctx context.Context, model Model, calls map[int]toolCall) (map[int]*toolResult, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	results := make(map[int]*toolResult, len(calls))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i, tc := range calls {
-		tctx := ctx
-		if tc.resumed != nil {
-			tctx = context.WithValue(ctx, resumedKey{}, tc.resumed)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := c.runTool(tctx, model, tc.req)
-			if res.err != nil {
-				cancel()
-			}
-			mu.Lock()
-			results[i] = res
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	var firstErr error
-	for _, i := range slices.Sorted(maps.Keys(results)) {
-		err := results[i].err
-		if err != nil && (firstErr == nil || errors.Is(firstErr, context.Canceled) && !errors.Is(err, context.Canceled)) {
-			firstErr = err
-		}
-	}
-	return results, firstErr
-}
-
-func interrupted(results map[int]*toolResult) bool {
-	for _, r := range results {
-		if r.interrupt != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// markInterrupted returns a copy of the model message m annotated for a later resume:
-// requests that interrupted carry "interrupt" metadata (the tool's metadata, or true),
-// requests that finished carry their output as "pendingOutput".
-func markInterrupted(m *abi.Message, results map[int]*toolResult) *abi.Message {
-	out := m.Clone()
-	for i, p := range out.Content {
-		res := results[i]
-		if res == nil {
-			continue
-		}
-		if p.Metadata == nil {
-			p.Metadata = map[string]any{}
-		}
-		if res.interrupt != nil {
-			var md any = true
-			if res.interrupt.Metadata != nil {
-				md = res.interrupt.Metadata
-			}
-			p.Metadata["interrupt"] = md
-			delete(p.Metadata, "pendingOutput")
-		} else {
-			p.Metadata["pendingOutput"] = res.output
-			delete(p.Metadata, "interrupt")
-		}
-	}
-	return out
-}
-
-// toolMessage answers the tool requests of m, in order, with their results.
-func toolMessage(m *abi.Message, results map[int]*toolResult) *abi.Message {
-	var parts []*abi.Part
-	for i, p := range m.Content {
-		if res := results[i]; res != nil {
-			parts = append(parts, abi.NewToolResponsePart(&abi.ToolResponse{Name: p.ToolRequest.Name, Ref: p.ToolRequest.Ref, Output: res.output}))
-		}
-	}
-	return abi.NewMessage(abi.RoleTool, parts...)
-}
-
-func (c *call) runTool(ctx context.Context, model Model, req *abi.ToolRequest) *toolResult {
-	t, ok := c.tools[req.Name]
-	if !ok {
-		return &toolResult{err: fmt.Errorf("agent: %w %q: model %s asked for it but the call offers %s", ErrUnknownTool, req.Name, model.Name(), toolList(c.tools))}
-	}
-	def := t.Definition()
-	input := req.Input
-	if input == nil && def.InputSchema != nil && def.InputSchema["type"] == "object" {
-		input = map[string]any{} // models omit the arguments of a tool that takes none
-	}
-	v, err := schema.Compile(def.InputSchema)
-	if err != nil {
-		return &toolResult{err: fmt.Errorf("agent: tool %q has an invalid input schema: %w", req.Name, err)}
-	}
-	if err := v.Validate(input); err != nil {
-		return &toolResult{err: fmt.Errorf("agent: tool %q: %w: %v", req.Name, ErrInvalidToolInput, err)}
-	}
-	out, err := wrapTool(c.middleware, t, t.Run)(ctx, input)
-	var ie *InterruptError
-	switch {
-	case errors.As(err, &ie):
-		return &toolResult{interrupt: ie}
-	case errors.Is(err, ErrInvalidToolInput):
-		return &toolResult{err: fmt.Errorf("agent: tool %q: %w", req.Name, err)}
-	case err != nil:
-		return &toolResult{err: fmt.Errorf("agent: tool %q: %w: %w", req.Name, ErrToolFailed, err)}
-	}
-	return &toolResult{output: out}
-}
-
-func toolList(tools map[string]Tool) string {
-	if len(tools) == 0 {
-		return "no tools"
-	}
-	names := slices.Sorted(maps.Keys(tools))
-	for i, n := range names {
-		names[i] = strconv.Quote(n)
-	}
-	return "tools " + strings.Join(names, ", ")
 }

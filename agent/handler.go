@@ -46,7 +46,7 @@ func NewHandler(name, description string, fn HandlerFunc, points ...abi.HookPoin
 // if the name is taken.
 func DefineHandler(r *Registry, name, description string, fn HandlerFunc, points ...abi.HookPoint) Handler {
 	h := NewHandler(name, description, fn, points...)
-	r.mustRegister(h)
+	r.MustRegister(h)
 	return h
 }
 
@@ -67,15 +67,6 @@ func HandlerDesc(name, description string, points []abi.HookPoint) ActionDesc {
 		Description: description,
 		Metadata:    map[string]any{"points": points},
 	}
-}
-
-// LookupHandler returns the handler registered under name.
-func (r *Registry) LookupHandler(name string) (Handler, error) {
-	h, ok := r.Lookup(Key(ActionTypeHandler, name)).(Handler)
-	if !ok {
-		return nil, fmt.Errorf("agent: %w: handler %q", ErrNotFound, name)
-	}
-	return h, nil
 }
 
 // RunHandlers runs, in order, the handlers that listen at in.Point, and returns the

@@ -52,7 +52,7 @@ func NewModel(name string, info *abi.ModelInfo, fn ModelFunc) Model {
 // the name is taken.
 func DefineModel(r *Registry, name string, info *abi.ModelInfo, fn ModelFunc) Model {
 	m := NewModel(name, info, fn)
-	r.mustRegister(m)
+	r.MustRegister(m)
 	return m
 }
 

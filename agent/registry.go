@@ -73,12 +73,10 @@ func (r *Registry) Register(a Action) error {
 	return nil
 }
 
-// mustRegister registers an action defined in code, where a clash is a programming
-// error best found at start-up.
-func (r *Registry) mustRegister(a Action) {
-	if r == nil {
-		return
-	}
+// MustRegister registers an action defined in code, where a clash is a programming
+// error best found at start-up: it panics where Register would fail. The Define*
+// functions of this module use it.
+func (r *Registry) MustRegister(a Action) {
 	if err := r.Register(a); err != nil {
 		panic(err)
 	}
@@ -132,4 +130,27 @@ func (r *Registry) LookupTool(name string) (Tool, error) {
 		return nil, fmt.Errorf("agent: %w: tool %q", ErrNotFound, name)
 	}
 	return t, nil
+}
+
+// LookupHandler returns the handler registered under name.
+func (r *Registry) LookupHandler(name string) (Handler, error) {
+	h, ok := r.Lookup(Key(ActionTypeHandler, name)).(Handler)
+	if !ok {
+		return nil, fmt.Errorf("agent: %w: handler %q", ErrNotFound, name)
+	}
+	return h, nil
+}
+
+// UseModelMiddleware makes every use of the model registered under name go through
+// mw (Model fields only): a per-model Reliable, say. Later calls add to earlier ones.
+func (r *Registry) UseModelMiddleware(name string, mw ...Middleware) error {
+	key := Key(ActionTypeModel, name)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.actions[key].(Model)
+	if !ok {
+		return fmt.Errorf("agent: %w: model %q", ErrNotFound, name)
+	}
+	r.actions[key] = WrapModel(m, mw...)
+	return nil
 }

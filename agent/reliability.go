@@ -113,7 +113,7 @@ func Reliable(r *Registry, rel Reliability) Middleware {
 						errs = append(errs, fmt.Errorf("backup %w", err))
 						continue
 					}
-					call = backup.Generate
+					call = generateWith(backup)
 				}
 				resp, streamed, err := rel.attempts(ctx, name, call, req, cb)
 				if err == nil {
@@ -174,18 +174,4 @@ func (rel Reliability) attempts(ctx context.Context, name string, call ModelFunc
 		}
 		delay = min(delay*2, rel.MaxBackoff)
 	}
-}
-
-// UseModelMiddleware makes every use of the model registered under name go through
-// mw (Model fields only): a per-model Reliable, say. Later calls add to earlier ones.
-func (r *Registry) UseModelMiddleware(name string, mw ...Middleware) error {
-	m, err := r.LookupModel(name)
-	if err != nil {
-		return err
-	}
-	key := Key(ActionTypeModel, name)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.actions[key] = WrapModel(m, mw...)
-	return nil
 }

@@ -138,7 +138,7 @@ func (c *call) resume(ctx context.Context, model Model, r *abi.Resume, msgs *[]*
 			parts = append(parts, c)
 			continue
 		}
-		parts = append(parts, abi.NewToolResponsePart(&abi.ToolResponse{Name: p.ToolRequest.Name, Ref: p.ToolRequest.Ref, Output: results[i].output}))
+		parts = append(parts, responsePart(p.ToolRequest, results[i]))
 	}
 	toolMsg := abi.NewMessage(abi.RoleTool, parts...)
 	out := append(append([]*abi.Message(nil), h[:len(h)-1]...), resolved, toolMsg)

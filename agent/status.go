@@ -35,14 +35,3 @@ func ReportStatus(ctx context.Context, status any) error {
 	}
 	return fn(ctx, raw)
 }
-
-// statusSender decodes status reports into Stream and sends them through resp.
-func statusSender[Stream any](resp *Responder[Stream]) StatusFunc {
-	return func(ctx context.Context, raw json.RawMessage) error {
-		var s Stream
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return fmt.Errorf("agent: a status report does not decode into the flow's status type %T: %w", s, err)
-		}
-		return resp.SendStatus(s)
-	}
-}

@@ -22,21 +22,52 @@ type Tool interface {
 }
 
 // ToolOption configures NewTool and DefineTool.
-type ToolOption func(*abi.ToolDefinition)
+type ToolOption interface {
+	applyTool(*abi.ToolDefinition) error
+}
+
+type toolFunc func(*abi.ToolDefinition) error
+
+func (f toolFunc) applyTool(d *abi.ToolDefinition) error { return f(d) }
 
 // WithToolInputSchema replaces the input schema inferred from the tool's input type.
 func WithToolInputSchema(s map[string]any) ToolOption {
-	return func(d *abi.ToolDefinition) { d.InputSchema = s }
+	return toolFunc(func(d *abi.ToolDefinition) error {
+		if _, err := schema.Compile(s); err != nil {
+			return fmt.Errorf("agent: %w: WithToolInputSchema: %w", ErrInvalidOption, err)
+		}
+		d.InputSchema = s
+		return nil
+	})
 }
 
 // WithToolOutputSchema replaces the output schema inferred from the tool's output type.
 func WithToolOutputSchema(s map[string]any) ToolOption {
-	return func(d *abi.ToolDefinition) { d.OutputSchema = s }
+	return toolFunc(func(d *abi.ToolDefinition) error {
+		if _, err := schema.Compile(s); err != nil {
+			return fmt.Errorf("agent: %w: WithToolOutputSchema: %w", ErrInvalidOption, err)
+		}
+		d.OutputSchema = s
+		return nil
+	})
 }
 
 // WithToolMetadata attaches metadata to the tool's definition.
 func WithToolMetadata(md map[string]any) ToolOption {
-	return func(d *abi.ToolDefinition) { d.Metadata = md }
+	return toolFunc(func(d *abi.ToolDefinition) error {
+		d.Metadata = md
+		return nil
+	})
+}
+
+// MultipartToolResponse is what a tool returns to answer with content parts (images,
+// documents, text for the model to read) besides or instead of its output: Output
+// becomes the tool response's output and Content its content, which providers pass to
+// the model. A tool whose output type is *MultipartToolResponse declares no output
+// schema.
+type MultipartToolResponse struct {
+	Output  any         `json:"output,omitempty"`
+	Content []*abi.Part `json:"content,omitempty"`
 }
 
 type funcTool[In, Out any] struct {
@@ -45,25 +76,30 @@ type funcTool[In, Out any] struct {
 }
 
 // NewTool returns a tool backed by a Go function, without registering it. Its input and
-// output schemas are inferred from In and Out.
+// output schemas are inferred from In and Out. It panics on an invalid option (a
+// programming error).
 func NewTool[In, Out any](name, description string, fn func(ctx context.Context, input In) (Out, error), opts ...ToolOption) Tool {
 	def := &abi.ToolDefinition{
-		Name:         name,
-		Description:  description,
-		InputSchema:  schema.For[In](),
-		OutputSchema: schema.For[Out](),
+		Name:        name,
+		Description: description,
+		InputSchema: schema.For[In](),
+	}
+	if _, multipart := any(*new(Out)).(*MultipartToolResponse); !multipart {
+		def.OutputSchema = schema.For[Out]()
 	}
 	for _, o := range opts {
-		o(def)
+		if err := o.applyTool(def); err != nil {
+			panic(fmt.Sprintf("agent: tool %q: %v", name, err))
+		}
 	}
 	return &funcTool[In, Out]{def: def, fn: fn}
 }
 
 // DefineTool creates a tool backed by a Go function and registers it. It panics if the
-// name is taken.
+// name is taken or an option is invalid.
 func DefineTool[In, Out any](r *Registry, name, description string, fn func(ctx context.Context, input In) (Out, error), opts ...ToolOption) Tool {
 	t := NewTool(name, description, fn, opts...)
-	r.mustRegister(t)
+	r.MustRegister(t)
 	return t
 }
 

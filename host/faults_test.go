@@ -12,6 +12,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/agent/testmodel"
 	"github.com/terrarium-ai/terrarium/host"
 )
@@ -147,10 +148,10 @@ func TestFaultInATurnDamagesNoSnapshot(t *testing.T) {
 		ReplyText("noted").
 		Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "misbehave/panic", Ref: "2", Input: map[string]any{}})).
 		ReplyText("after the resume")
-	snaps := agent.NewInMemorySnapshotStore[Notes]()
-	a := agent.DefineAgent[struct{}, Notes](r, "faulty",
-		agent.WithGenerateOpts[Notes](agent.WithModelName("test/faulty"), agent.WithToolNames("scratchpad/note", "misbehave/panic")),
-		agent.WithSnapshotStore(snaps))
+	snaps := session.NewInMemorySnapshotStore[Notes]()
+	a := session.DefineAgent[struct{}, Notes](r, "faulty",
+		session.WithGenerateOpts[Notes](agent.WithModelName("test/faulty"), agent.WithToolNames("scratchpad/note", "misbehave/panic")),
+		session.WithSnapshotStore(snaps))
 	ctx := context.Background()
 	conn, _ := a.StreamBidi(ctx)
 	conn.SendText("note it")
@@ -181,7 +182,7 @@ func TestFaultInATurnDamagesNoSnapshot(t *testing.T) {
 	if len(snap.State.Custom.Scratchpad) != 1 || len(snap.State.Messages) != 4 {
 		t.Errorf("snapshot = %+v", snap.State)
 	}
-	conn, err = a.StreamBidi(ctx, agent.WithSnapshotID[Notes](good))
+	conn, err = a.StreamBidi(ctx, session.WithSnapshotID[Notes](good))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,11 +216,11 @@ func TestConcurrentSessionsShareOnePool(t *testing.T) {
 		}
 		return testmodel.Turn{Response: &abi.GenerateResponse{Message: abi.NewModelMessage(parts...)}}
 	}))
-	a := agent.DefineAgent[struct{}, Notes](r, "notes",
-		agent.WithGenerateOpts[Notes](agent.WithModelName("test/notes"), agent.WithToolNames("scratchpad/note")))
+	a := session.DefineAgent[struct{}, Notes](r, "notes",
+		session.WithGenerateOpts[Notes](agent.WithModelName("test/notes"), agent.WithToolNames("scratchpad/note")))
 	const sessions = 32
 	var wg sync.WaitGroup
-	results := make([]*agent.SessionFlowOutput[Notes], sessions)
+	results := make([]*session.SessionFlowOutput[Notes], sessions)
 	for i := range sessions {
 		wg.Add(1)
 		go func() {

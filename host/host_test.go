@@ -21,6 +21,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/agent/testmodel"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
@@ -170,11 +171,11 @@ func TestPluginToolChangesStateInAgentTurnSnapshot(t *testing.T) {
 	testmodel.Define(r, "test/notes").
 		Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "scratchpad/note", Ref: "n1", Input: map[string]any{"text": "buy milk"}})).
 		ReplyText("Noted.")
-	snaps := agent.NewInMemorySnapshotStore[Notes]()
-	a := agent.DefineAgent[map[string]any, Notes](r, "notes",
-		agent.WithGenerateOpts[Notes](agent.WithModelName("test/notes"), agent.WithToolNames("scratchpad/note")),
-		agent.WithHandlers[Notes](handler),
-		agent.WithSnapshotStore(snaps))
+	snaps := session.NewInMemorySnapshotStore[Notes]()
+	a := session.DefineAgent[map[string]any, Notes](r, "notes",
+		session.WithGenerateOpts[Notes](agent.WithModelName("test/notes"), agent.WithToolNames("scratchpad/note")),
+		session.WithHandlers[Notes](handler),
+		session.WithSnapshotStore(snaps))
 	conn, err := a.StreamBidi(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -249,10 +250,10 @@ func wantOK(t *testing.T, what string, res result) any {
 
 // withSession runs fn inside a session flow turn, where the host functions reach the
 // session.
-func withSession[State any](t *testing.T, state State, fn func(ctx context.Context, s *agent.Session[State])) (*agent.SessionFlowOutput[State], []any) {
+func withSession[State any](t *testing.T, state State, fn func(ctx context.Context, s *session.Session[State])) (*session.SessionFlowOutput[State], []any) {
 	t.Helper()
-	flow := agent.DefineSessionFlow(agent.NewRegistry(), "probe",
-		func(ctx context.Context, inCh <-chan *agent.SessionFlowInput, resp *agent.Responder[any], p *agent.SessionFlowParams[any, State]) error {
+	flow := session.DefineSessionFlow(agent.NewRegistry(), "probe",
+		func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[any], p *session.SessionFlowParams[any, State]) error {
 			for range inCh {
 				fn(ctx, p.Session)
 				if err := resp.EndTurn(); err != nil {
@@ -261,11 +262,11 @@ func withSession[State any](t *testing.T, state State, fn func(ctx context.Conte
 			}
 			return nil
 		})
-	conn, err := flow.StreamBidi(context.Background(), agent.WithState(&agent.SessionState[State]{Custom: state}))
+	conn, err := flow.StreamBidi(context.Background(), session.WithState(&session.SessionState[State]{Custom: state}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	go conn.Send(&agent.SessionFlowInput{})
+	go conn.Send(&session.SessionFlowInput{})
 	var statuses []any
 	for c, err := range conn.Receive() {
 		if err != nil {
@@ -295,7 +296,7 @@ func TestHostFunctionsStateGrants(t *testing.T) {
 			h, r := newHost(t)
 			load(t, h, "testdata/hostcheck", host.Manifest{State: access})
 			canRead, canWrite := access != plugin.StateNone, access == plugin.StateWrite
-			out, _ := withSession(t, Probe{Count: 1}, func(ctx context.Context, s *agent.Session[Probe]) {
+			out, _ := withSession(t, Probe{Count: 1}, func(ctx context.Context, s *session.Session[Probe]) {
 				check := func(what string, allowed bool, res result) {
 					t.Helper()
 					if allowed {
@@ -336,7 +337,7 @@ func TestHostFunctionsStateGrants(t *testing.T) {
 			}
 			// messages_set replaces the conversation.
 			if canWrite {
-				out, _ = withSession(t, Probe{}, func(ctx context.Context, s *agent.Session[Probe]) {
+				out, _ = withSession(t, Probe{}, func(ctx context.Context, s *session.Session[Probe]) {
 					s.AddMessages(abi.NewUserTextMessage("old"))
 					wantOK(t, "messages_set", call(t, ctx, r, "messages_set", map[string]any{"messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"text": "new"}}}}}))
 				})
@@ -371,7 +372,7 @@ func TestHostFunctionsConfigSecretsStatusLog(t *testing.T) {
 	if v := wantOK(t, "readable secret", call(t, ctx, r, "secret", map[string]any{"text": "OPEN"})); v != "visible" {
 		t.Errorf("secret = %v", v)
 	}
-	_, statuses := withSession(t, Probe{}, func(ctx context.Context, s *agent.Session[Probe]) {
+	_, statuses := withSession(t, Probe{}, func(ctx context.Context, s *session.Session[Probe]) {
 		wantOK(t, "status", call(t, ctx, r, "status", map[string]any{"value": map[string]any{"progress": 50}}))
 		wantOK(t, "log", call(t, ctx, r, "log", map[string]any{"text": "from the plugin"}))
 	})

@@ -89,7 +89,7 @@ func (h *Host) hostFuncs() []hostFunc {
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the artifact: %v", err)
 			}
-			var a agent.Artifact
+			var a abi.Artifact
 			if err := json.Unmarshal(data, &a); err != nil {
 				return fail(abi.CodeInvalidInput, "artifact: %v", err)
 			}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/terrarium-ai/terrarium/abi"
@@ -175,4 +176,25 @@ func snapshotResponse(r *abi.GenerateResponse) *abi.GenerateResponse {
 	c := *r
 	c.Message = r.Message.Clone()
 	return &c
+}
+
+// Transcript shows a conversation one line per message, "role: part | part", with tool
+// requests as call(name) and tool responses as result(name): what tests compare.
+func Transcript(msgs []*abi.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		var parts []string
+		for _, p := range m.Content {
+			switch p.Kind {
+			case abi.PartText:
+				parts = append(parts, p.Text)
+			case abi.PartToolRequest:
+				parts = append(parts, "call("+p.ToolRequest.Name+")")
+			case abi.PartToolResponse:
+				parts = append(parts, "result("+p.ToolResponse.Name+")")
+			}
+		}
+		out = append(out, string(m.Role)+": "+strings.Join(parts, " | "))
+	}
+	return out
 }

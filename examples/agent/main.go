@@ -24,6 +24,8 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/prompt"
+	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/agent/testmodel"
 )
 
@@ -65,7 +67,7 @@ func run(ctx context.Context, w io.Writer, prompts string) error {
 
 	setMood := agent.DefineTool(r, "set_mood", "Records the customer's mood.",
 		func(ctx context.Context, in moodInput) (string, error) {
-			agent.SessionFromContext[SupportState](ctx).UpdateCustom(func(s SupportState) SupportState {
+			session.FromContext[SupportState](ctx).UpdateCustom(func(s SupportState) SupportState {
 				s.Mood = in.Mood
 				return s
 			})
@@ -80,7 +82,7 @@ func run(ctx context.Context, w io.Writer, prompts string) error {
 			if md["approved"] != true {
 				return "refund declined by the supervisor", nil
 			}
-			agent.SessionFromContext[SupportState](ctx).UpdateCustom(func(s SupportState) SupportState {
+			session.FromContext[SupportState](ctx).UpdateCustom(func(s SupportState) SupportState {
 				s.Refunds++
 				return s
 			})
@@ -93,28 +95,28 @@ func run(ctx context.Context, w io.Writer, prompts string) error {
 	model.Reply(abi.NewTextPart("Refunding order 1042."), abi.NewToolRequestPart(&abi.ToolRequest{Name: "refund", Ref: "r1", Input: map[string]any{"order": "1042", "amount": 59.9}}))
 	model.ReplyText("Done: 59.90 EUR are on their way back to you.")
 
-	if _, err := agent.LoadPromptDir(r, prompts); err != nil {
+	if _, err := prompt.LoadDir(r, prompts); err != nil {
 		return err
 	}
-	support, err := r.LookupPrompt("support")
+	support, err := prompt.Lookup(r, "support")
 	if err != nil {
 		return err
 	}
-	snapshots := agent.NewInMemorySnapshotStore[SupportState]()
-	desk := agent.DefineAgent[Status, SupportState](r, "supportDesk",
-		agent.WithBasePrompt[SupportState](support, nil),
-		agent.WithGenerateOpts[SupportState](agent.WithTools(setMood, refund)),
-		agent.WithSnapshotStore(snapshots),
+	snapshots := session.NewInMemorySnapshotStore[SupportState]()
+	desk := session.DefineAgent[Status, SupportState](r, "supportDesk",
+		session.WithBasePrompt[SupportState](support, nil),
+		session.WithGenerateOpts[SupportState](agent.WithTools(setMood, refund)),
+		session.WithSnapshotStore(snapshots),
 	)
 
-	conn, err := desk.StreamBidi(ctx, agent.WithPromptInput[SupportState](map[string]any{"company": "Blendr"}))
+	conn, err := desk.StreamBidi(ctx, session.WithPromptInput[SupportState](map[string]any{"company": "Blendr"}))
 	if err != nil {
 		return err
 	}
-	if _, err := say(w, conn, &agent.SessionFlowInput{Messages: []*abi.Message{abi.NewUserTextMessage("My blender arrived broken!")}}); err != nil {
+	if _, err := say(w, conn, &session.SessionFlowInput{Messages: []*abi.Message{abi.NewUserTextMessage("My blender arrived broken!")}}); err != nil {
 		return err
 	}
-	snapshot, err := say(w, conn, &agent.SessionFlowInput{Messages: []*abi.Message{abi.NewUserTextMessage("Yes, refund it please.")}})
+	snapshot, err := say(w, conn, &session.SessionFlowInput{Messages: []*abi.Message{abi.NewUserTextMessage("Yes, refund it please.")}})
 	if err != nil {
 		return err
 	}
@@ -123,17 +125,17 @@ func run(ctx context.Context, w io.Writer, prompts string) error {
 	if err != nil {
 		return err
 	}
-	pending := agent.PendingToolRequests(out.State.Messages)
+	pending := session.PendingToolRequests(out.State.Messages)
 	fmt.Fprintf(w, "waiting for approval: %v\n", pending[0].Metadata["interrupt"])
 
 	// Later, in another connection: the supervisor approves.
-	conn, err = desk.StreamBidi(ctx, agent.WithSnapshotID[SupportState](snapshot))
+	conn, err = desk.StreamBidi(ctx, session.WithSnapshotID[SupportState](snapshot))
 	if err != nil {
 		return err
 	}
 	approval := pending[0].Clone()
 	approval.Metadata = map[string]any{"resumed": map[string]any{"approved": true}}
-	if _, err := say(w, conn, &agent.SessionFlowInput{Resume: &abi.Resume{Restart: []*abi.Part{approval}}}); err != nil {
+	if _, err := say(w, conn, &session.SessionFlowInput{Resume: &abi.Resume{Restart: []*abi.Part{approval}}}); err != nil {
 		return err
 	}
 	conn.Close()
@@ -156,7 +158,7 @@ func run(ctx context.Context, w io.Writer, prompts string) error {
 }
 
 // say sends one input, prints the streamed answer and returns the turn's snapshot.
-func say(w io.Writer, conn *agent.SessionFlowConnection[Status, SupportState], in *agent.SessionFlowInput) (string, error) {
+func say(w io.Writer, conn *session.SessionFlowConnection[Status, SupportState], in *session.SessionFlowInput) (string, error) {
 	if len(in.Messages) > 0 {
 		fmt.Fprintf(w, "> %s\n", in.Messages[0].Text())
 	} else {

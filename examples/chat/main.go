@@ -20,6 +20,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/agent/testmodel"
 	"github.com/terrarium-ai/terrarium/store/badgerstore"
 )
@@ -62,7 +63,7 @@ func run(ctx context.Context, w io.Writer, dir, sessionID string) error {
 		return err
 	}
 	defer db.Close()
-	snapshots := agent.NewSnapshotStore[ChatState](db)
+	snapshots := session.NewSnapshotStore[ChatState](db)
 
 	r := agent.NewRegistry()
 	model := testmodel.Define(r, "demo/echo", testmodel.WithHandler(func(req *abi.GenerateRequest) testmodel.Turn {
@@ -77,41 +78,41 @@ func run(ctx context.Context, w io.Writer, dir, sessionID string) error {
 
 	// 7.1: the chat agent. Each turn: add the input, stream the answer, note the topic,
 	// end the turn (which takes a snapshot).
-	chat := agent.DefineSessionFlow(r, "chatAgent",
-		func(ctx context.Context, inCh <-chan *agent.SessionFlowInput, resp *agent.Responder[ChatStatus], params *agent.SessionFlowParams[ChatStatus, ChatState]) error {
-			sess := params.Session
-			for input := range inCh {
-				sess.AddMessages(input.Messages...)
-				if err := resp.SendStatus(ChatStatus{Phase: "generating"}); err != nil {
+	body := func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[ChatStatus], params *session.SessionFlowParams[ChatStatus, ChatState]) error {
+		sess := params.Session
+		for input := range inCh {
+			sess.AddMessages(input.Messages...)
+			if err := resp.SendStatus(ChatStatus{Phase: "generating"}); err != nil {
+				return err
+			}
+			for v, err := range agent.GenerateStream(ctx, r, agent.WithModel(model), agent.WithMessages(sess.Messages()...)) {
+				if err != nil {
 					return err
 				}
-				for v, err := range agent.GenerateStream(ctx, r, agent.WithModel(model), agent.WithMessages(sess.Messages()...)) {
-					if err != nil {
-						return err
-					}
-					if v.Done {
-						sess.AddMessages(v.Response.Message)
-					} else if err := resp.SendChunk(v.Chunk); err != nil {
-						return err
-					}
-				}
-				sess.UpdateCustom(func(s ChatState) ChatState {
-					s.Topics = append(s.Topics, input.Messages[0].Text())
-					return s
-				})
-				if err := resp.EndTurn(); err != nil {
+				if v.Done {
+					sess.AddMessages(v.Response.Message)
+				} else if err := resp.SendChunk(v.Chunk); err != nil {
 					return err
 				}
 			}
-			return nil
-		},
-		agent.WithSnapshotStore(snapshots),
-		agent.WithSnapshotCallback(agent.SnapshotOn[ChatState](agent.SnapshotEventTurnEnd, agent.SnapshotEventInvocationEnd)),
+			sess.UpdateCustom(func(s ChatState) ChatState {
+				s.Topics = append(s.Topics, input.Messages[0].Text())
+				return s
+			})
+			if err := resp.EndTurn(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	chat := session.DefineSessionFlow(r, "chatAgent", body,
+		session.WithSnapshotStore(snapshots),
+		session.WithSnapshotCallback(session.SnapshotOn[ChatState](session.SnapshotEventTurnEnd, session.SnapshotEventInvocationEnd)),
 	)
 
-	var opts []agent.StreamBidiOption[ChatState]
+	var opts []session.StreamBidiOption[ChatState]
 	if sessionID != "" {
-		opts = append(opts, agent.WithSessionID[ChatState](sessionID))
+		opts = append(opts, session.WithSessionID[ChatState](sessionID))
 	}
 	conn, err := chat.StreamBidi(ctx, opts...)
 	if err != nil {
@@ -136,7 +137,7 @@ func run(ctx context.Context, w io.Writer, dir, sessionID string) error {
 	fmt.Fprintf(w, "snapshots in the session: %d\n", len(all))
 
 	// 7.2: resume from the last snapshot in a new connection.
-	resumed, err := chat.StreamBidi(ctx, agent.WithSnapshotID[ChatState](lastSnapshot))
+	resumed, err := chat.StreamBidi(ctx, session.WithSnapshotID[ChatState](lastSnapshot))
 	if err != nil {
 		return err
 	}
@@ -150,8 +151,11 @@ func run(ctx context.Context, w io.Writer, dir, sessionID string) error {
 	}
 	fmt.Fprintf(w, "resumed: %d messages, topics %q\n", len(out.State.Messages), out.State.Custom.Topics)
 
-	// 7.3: client-managed state. The client keeps out.State and sends it back.
-	client, err := chat.StreamBidi(ctx, agent.WithState(out.State))
+	// 7.3: client-managed state. A flow without a snapshot store leaves the state to the
+	// client, which keeps out.State (its session ID inside) and sends it back. (A flow
+	// with a store refuses client state: its history is the server's.)
+	portable := session.DefineSessionFlow(r, "portableChat", body)
+	client, err := portable.StreamBidi(ctx, session.WithState(out.State))
 	if err != nil {
 		return err
 	}
@@ -168,7 +172,7 @@ func run(ctx context.Context, w io.Writer, dir, sessionID string) error {
 }
 
 // talk sends one message and prints the streamed turn; it returns the turn's snapshot.
-func talk(w io.Writer, conn *agent.SessionFlowConnection[ChatStatus, ChatState], text string) (string, error) {
+func talk(w io.Writer, conn *session.SessionFlowConnection[ChatStatus, ChatState], text string) (string, error) {
 	fmt.Fprintf(w, "> %s\n", text)
 	if err := conn.SendText(text); err != nil {
 		return "", err

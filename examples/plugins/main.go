@@ -22,6 +22,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
@@ -73,12 +74,12 @@ func run(ctx context.Context, w io.Writer, plugins string) error {
 	if err != nil {
 		return err
 	}
-	assistant := agent.DefineAgent[map[string]any, State](r, "assistant",
-		agent.WithGenerateOpts[State](
+	assistant := session.DefineAgent[map[string]any, State](r, "assistant",
+		session.WithGenerateOpts[State](
 			agent.WithModelName("offline/echo"),
 			agent.WithToolNames("calculator/calc", "scratchpad/note"),
 		),
-		agent.WithHandlers[State](profile),
+		session.WithHandlers[State](profile),
 	)
 	conn, err := assistant.StreamBidi(ctx)
 	if err != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/internal/schema"
 )
@@ -188,8 +189,8 @@ func (s *suite) checkDescriptor(in *host.Inspection) bool {
 
 // session returns a context bound to a fresh session, and the session: plugins that
 // touch the state need one.
-func (s *suite) session() (context.Context, *agent.Session[map[string]any]) {
-	sess := agent.NewSession("conformance", &agent.SessionState[map[string]any]{
+func (s *suite) session() (context.Context, *session.Session[map[string]any]) {
+	sess := session.New("conformance", &session.SessionState[map[string]any]{
 		Custom:   map[string]any{},
 		Messages: []*abi.Message{abi.NewUserTextMessage("My name is Ada and I live in Lisbon. I like maps.")},
 	})
@@ -201,7 +202,7 @@ func (s *suite) session() (context.Context, *agent.Session[map[string]any]) {
 func fault(err error) bool { return errors.Is(err, host.ErrPluginFault) }
 
 // checkState checks the session's state against the plugin's declared state schema.
-func (s *suite) checkState(sess *agent.Session[map[string]any]) error {
+func (s *suite) checkState(sess *session.Session[map[string]any]) error {
 	raw, err := sess.CustomJSON()
 	if err != nil {
 		return fmt.Errorf("the state is no longer valid JSON: %w", err)

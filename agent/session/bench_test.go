@@ -1,4 +1,4 @@
-package agent_test
+package session_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/store"
 	"github.com/terrarium-ai/terrarium/store/badgerstore"
 )
@@ -48,12 +49,12 @@ func benchStores(b *testing.B) map[string]func(b *testing.B) store.Store {
 // Connections are renewed every 50 turns so the conversation stays short.
 func BenchmarkSessionFlowTurn(b *testing.B) {
 	model := instantModel()
-	run := func(b *testing.B, opts ...agent.SessionFlowOption[ChatState]) {
+	run := func(b *testing.B, opts ...session.SessionFlowOption[ChatState]) {
 		flow := chatFlow(agent.NewRegistry(), model, opts...)
 		ctx := context.Background()
 		b.ReportAllocs()
 		b.ResetTimer()
-		var conn *agent.SessionFlowConnection[ChatStatus, ChatState]
+		var conn *session.SessionFlowConnection[ChatStatus, ChatState]
 		for i := 0; i < b.N; i++ {
 			if i%50 == 0 {
 				if conn != nil {
@@ -85,7 +86,7 @@ func BenchmarkSessionFlowTurn(b *testing.B) {
 	stores := benchStores(b)
 	for _, name := range []string{"memory", "badger"} {
 		b.Run("snapshots="+name, func(b *testing.B) {
-			run(b, agent.WithSnapshotStore(agent.NewSnapshotStore[ChatState](stores[name](b))))
+			run(b, session.WithSnapshotStore(session.NewSnapshotStore[ChatState](stores[name](b))))
 		})
 	}
 }
@@ -102,7 +103,7 @@ func BenchmarkSnapshotStorageGrowth(b *testing.B) {
 			var ratio float64
 			for i := 0; i < b.N; i++ {
 				st := stores[name](b)
-				snaps := agent.NewSnapshotStore[ChatState](st)
+				snaps := session.NewSnapshotStore[ChatState](st)
 				ctx := context.Background()
 				var msgs []*abi.Message
 				msgBytes := 0
@@ -117,9 +118,9 @@ func BenchmarkSnapshotStorageGrowth(b *testing.B) {
 						data, _ := json.Marshal(x)
 						msgBytes += len(data)
 					}
-					snap := &agent.SessionSnapshot[ChatState]{
-						SessionID: "growth", ParentID: parent, TurnIndex: turn, Event: agent.SnapshotEventTurnEnd,
-						State: agent.SessionState[ChatState]{Messages: msgs, Custom: ChatState{Topics: []string{"channels"}}},
+					snap := &session.SessionSnapshot[ChatState]{
+						SessionID: "growth", ParentID: parent, TurnIndex: turn, Event: session.SnapshotEventTurnEnd,
+						State: session.SessionState[ChatState]{Messages: msgs, Custom: ChatState{Topics: []string{"channels"}}},
 					}
 					if err := snaps.SaveSnapshot(ctx, snap); err != nil {
 						b.Fatal(err)

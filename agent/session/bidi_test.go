@@ -1,4 +1,4 @@
-package agent_test
+package session_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind: no connection,
@@ -26,8 +27,8 @@ type chatInit struct {
 	Prefix string `json:"prefix"`
 }
 
-func echoFlow(r *agent.Registry) *agent.BidiFlow[chatInit, string, string, string] {
-	return agent.DefineBidiFlow(r, "echo", func(ctx context.Context, init chatInit, inCh <-chan string, outCh chan<- string) (string, error) {
+func echoFlow(r *agent.Registry) *session.BidiFlow[chatInit, string, string, string] {
+	return session.DefineBidiFlow(r, "echo", func(ctx context.Context, init chatInit, inCh <-chan string, outCh chan<- string) (string, error) {
 		n := 0
 		for in := range inCh {
 			n++
@@ -48,7 +49,7 @@ func TestBidiEchoAndRegistration(t *testing.T) {
 	if d.InitSchema["type"] != "object" || d.StreamSchema["type"] != "string" || d.InputSchema["type"] != "string" {
 		t.Errorf("descriptor = %+v", d)
 	}
-	conn, err := flow.StreamBidi(context.Background(), agent.WithInit(chatInit{Prefix: "echo: "}))
+	conn, err := flow.StreamBidi(context.Background(), session.WithInit(chatInit{Prefix: "echo: "}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestBidiEchoAndRegistration(t *testing.T) {
 	if fmt.Sprint(got) != "[echo: hello echo: world]" {
 		t.Errorf("responses = %v", got)
 	}
-	if err := conn.Send("late"); !errors.Is(err, agent.ErrConnectionClosed) {
+	if err := conn.Send("late"); !errors.Is(err, session.ErrConnectionClosed) {
 		t.Errorf("send after close: %v", err)
 	}
 	select {
@@ -91,7 +92,7 @@ func TestBidiEchoAndRegistration(t *testing.T) {
 
 func TestBidiBackpressure(t *testing.T) {
 	release := make(chan struct{})
-	flow := agent.NewBidiAction("slow", func(ctx context.Context, _ struct{}, inCh <-chan int, outCh chan<- int) (int, error) {
+	flow := session.NewBidiAction("slow", func(ctx context.Context, _ struct{}, inCh <-chan int, outCh chan<- int) (int, error) {
 		<-release
 		sum := 0
 		for v := range inCh {
@@ -118,7 +119,7 @@ func TestBidiBackpressure(t *testing.T) {
 }
 
 func TestBidiConcurrentSends(t *testing.T) {
-	flow := agent.NewBidiAction("count", func(ctx context.Context, _ struct{}, inCh <-chan int, outCh chan<- int) (map[int]int, error) {
+	flow := session.NewBidiAction("count", func(ctx context.Context, _ struct{}, inCh <-chan int, outCh chan<- int) (map[int]int, error) {
 		seen := map[int]int{}
 		for v := range inCh {
 			seen[v]++
@@ -157,7 +158,7 @@ func TestBidiConcurrentSends(t *testing.T) {
 func TestBidiCloseWhileSending(t *testing.T) {
 	// A Send blocked on an action that never reads is released by Close with an error,
 	// not left hanging and not a panic.
-	flow := agent.NewBidiAction("deaf", func(ctx context.Context, _ struct{}, inCh <-chan int, outCh chan<- int) (int, error) {
+	flow := session.NewBidiAction("deaf", func(ctx context.Context, _ struct{}, inCh <-chan int, outCh chan<- int) (int, error) {
 		<-ctx.Done()
 		return 0, nil
 	})
@@ -170,7 +171,7 @@ func TestBidiCloseWhileSending(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	conn.Close()
 	for range 4 {
-		if err := <-errs; !errors.Is(err, agent.ErrConnectionClosed) {
+		if err := <-errs; !errors.Is(err, session.ErrConnectionClosed) {
 			t.Errorf("blocked send: %v", err)
 		}
 	}
@@ -183,7 +184,7 @@ func TestBidiCloseWhileSending(t *testing.T) {
 
 func TestBidiErrorReachesIteratorAndOutput(t *testing.T) {
 	boom := errors.New("boom")
-	flow := agent.NewBidiAction("fail", func(ctx context.Context, _ struct{}, inCh <-chan int, outCh chan<- int) (int, error) {
+	flow := session.NewBidiAction("fail", func(ctx context.Context, _ struct{}, inCh <-chan int, outCh chan<- int) (int, error) {
 		v := <-inCh
 		outCh <- v * 2
 		return 0, boom
@@ -211,7 +212,7 @@ func TestBidiCancelEndsEverything(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	started := make(chan struct{})
 	// A careless body: a plain send that nobody will ever receive, and no ctx check.
-	flow := agent.NewBidiAction("stuck", func(ctx context.Context, _ struct{}, inCh <-chan int, outCh chan<- int) (int, error) {
+	flow := session.NewBidiAction("stuck", func(ctx context.Context, _ struct{}, inCh <-chan int, outCh chan<- int) (int, error) {
 		close(started)
 		outCh <- 1
 		outCh <- 2
@@ -265,7 +266,7 @@ func TestBidiFlowSpanCoversConnection(t *testing.T) {
 	conn.Close()
 	conn.Output()
 	ended := rec.Ended()
-	if len(ended) != 1 || ended[0].Name() != "bidi-flow/echo" {
+	if len(ended) != 1 || ended[0].Name() != "echo" {
 		t.Fatalf("ended spans = %v", ended)
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package session
 
 import (
 	"context"
@@ -7,11 +7,8 @@ import (
 	"iter"
 	"sync"
 
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/tracing"
 	"github.com/terrarium-ai/terrarium/internal/schema"
 )
 
@@ -23,12 +20,12 @@ type BidiFunc[Init, In, Out, Stream any] func(ctx context.Context, init Init, in
 
 // ErrConnectionClosed is returned by Send after Close, and by Send once the action has
 // finished.
-var ErrConnectionClosed = errors.New("agent: connection closed")
+var ErrConnectionClosed = errors.New("session: connection closed")
 
 // BidiAction is a bidirectional streaming action: a long-lived connection over which a
 // client sends inputs and receives a stream of results, then a final output.
 type BidiAction[Init, In, Out, Stream any] struct {
-	desc ActionDesc
+	desc agent.ActionDesc
 	fn   bidiBody[Init, In, Out, Stream]
 	// traced opens a span for the connection's whole life (BidiFlow).
 	traced bool
@@ -43,7 +40,7 @@ type bidiBody[Init, In, Out, Stream any] func(ctx context.Context, init Init, in
 // parameters.
 func NewBidiAction[Init, In, Out, Stream any](name string, fn BidiFunc[Init, In, Out, Stream]) *BidiAction[Init, In, Out, Stream] {
 	return &BidiAction[Init, In, Out, Stream]{
-		desc: bidiDesc[Init, In, Out, Stream](ActionTypeBidiFlow, name),
+		desc: bidiDesc[Init, In, Out, Stream](agent.ActionTypeBidiFlow, name),
 		fn: func(ctx context.Context, init Init, inCh <-chan In, out *outbox[Stream]) (Out, error) {
 			return fn(ctx, init, inCh, out.ch)
 		},
@@ -52,16 +49,16 @@ func NewBidiAction[Init, In, Out, Stream any](name string, fn BidiFunc[Init, In,
 
 // DefineBidiAction creates a bidirectional action and registers it. It panics if the
 // name is taken.
-func DefineBidiAction[Init, In, Out, Stream any](r *Registry, name string, fn BidiFunc[Init, In, Out, Stream]) *BidiAction[Init, In, Out, Stream] {
+func DefineBidiAction[Init, In, Out, Stream any](r *agent.Registry, name string, fn BidiFunc[Init, In, Out, Stream]) *BidiAction[Init, In, Out, Stream] {
 	a := NewBidiAction(name, fn)
-	r.mustRegister(a)
+	r.MustRegister(a)
 	return a
 }
 
 // bidiDesc describes a bidirectional action, with schemas inferred from its types.
-func bidiDesc[Init, In, Out, Stream any](t ActionType, name string) ActionDesc {
-	return ActionDesc{
-		Key:          Key(t, name),
+func bidiDesc[Init, In, Out, Stream any](t agent.ActionType, name string) agent.ActionDesc {
+	return agent.ActionDesc{
+		Key:          agent.Key(t, name),
 		Type:         t,
 		Name:         name,
 		InitSchema:   schema.For[Init](),
@@ -72,7 +69,7 @@ func bidiDesc[Init, In, Out, Stream any](t ActionType, name string) ActionDesc {
 }
 
 // Desc implements Action.
-func (a *BidiAction[Init, In, Out, Stream]) Desc() ActionDesc { return a.desc }
+func (a *BidiAction[Init, In, Out, Stream]) Desc() agent.ActionDesc { return a.desc }
 
 // Name returns the action's name.
 func (a *BidiAction[Init, In, Out, Stream]) Name() string { return a.desc.Name }
@@ -85,23 +82,36 @@ type BidiFlow[Init, In, Out, Stream any] struct {
 
 // DefineBidiFlow creates a traced bidirectional action and registers it. It panics if
 // the name is taken.
-func DefineBidiFlow[Init, In, Out, Stream any](r *Registry, name string, fn BidiFunc[Init, In, Out, Stream]) *BidiFlow[Init, In, Out, Stream] {
+func DefineBidiFlow[Init, In, Out, Stream any](r *agent.Registry, name string, fn BidiFunc[Init, In, Out, Stream]) *BidiFlow[Init, In, Out, Stream] {
 	a := NewBidiAction(name, fn)
 	a.traced = true
-	r.mustRegister(a)
+	r.MustRegister(a)
 	return &BidiFlow[Init, In, Out, Stream]{a}
 }
 
 // BidiOption configures a connection.
-type BidiOption[Init any] func(*bidiOptions[Init])
+type BidiOption[Init any] interface {
+	applyBidi(*bidiOptions[Init]) error
+}
 
 type bidiOptions[Init any] struct {
 	init Init
+	set  bool
 }
+
+type bidiFunc[Init any] func(*bidiOptions[Init]) error
+
+func (f bidiFunc[Init]) applyBidi(o *bidiOptions[Init]) error { return f(o) }
 
 // WithInit provides the connection's initialization data.
 func WithInit[Init any](init Init) BidiOption[Init] {
-	return func(o *bidiOptions[Init]) { o.init = init }
+	return bidiFunc[Init](func(o *bidiOptions[Init]) error {
+		if o.set {
+			return fmt.Errorf("session: %w: WithInit given twice", agent.ErrInvalidOption)
+		}
+		o.init, o.set = init, true
+		return nil
+	})
 }
 
 // StreamBidi opens a connection: the action starts running at once and waits for
@@ -109,17 +119,22 @@ func WithInit[Init any](init Init) BidiOption[Init] {
 func (a *BidiAction[Init, In, Out, Stream]) StreamBidi(ctx context.Context, opts ...BidiOption[Init]) (*BidiConnection[In, Out, Stream], error) {
 	var o bidiOptions[Init]
 	for _, opt := range opts {
-		opt(&o)
+		if err := opt.applyBidi(&o); err != nil {
+			return nil, err
+		}
 	}
 	return a.start(ctx, o.init), nil
 }
 
 // start runs the body in a goroutine that ends with the connection.
 func (a *BidiAction[Init, In, Out, Stream]) start(ctx context.Context, init Init) *BidiConnection[In, Out, Stream] {
-	var span trace.Span
+	var span *tracing.Span
 	if a.traced {
-		ctx, span = otel.Tracer(tracerName).Start(ctx, string(a.desc.Type)+"/"+a.desc.Name,
-			trace.WithAttributes(attribute.String("terrarium.action", a.desc.Key)))
+		kind := tracing.Flow
+		if a.desc.Type == agent.ActionTypeSessionFlow {
+			kind = tracing.SessionFlow
+		}
+		ctx, span = tracing.Start(ctx, a.desc.Name, kind, init)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	c := &BidiConnection[In, Out, Stream]{
@@ -127,7 +142,7 @@ func (a *BidiAction[Init, In, Out, Stream]) start(ctx context.Context, init Init
 		cancel:  cancel,
 		inCh:    make(chan In),
 		closing: make(chan struct{}),
-		out:     &outbox[Stream]{ctx: ctx, ch: make(chan Stream), turn: make(chan struct{})},
+		out:     &outbox[Stream]{ctx: ctx, ch: make(chan Stream), turn: make(chan struct{}), released: make(chan struct{})},
 		done:    make(chan struct{}),
 	}
 	// Cancellation ends input and unblocks a body stuck sending to a client that is no
@@ -147,18 +162,12 @@ func (a *BidiAction[Init, In, Out, Stream]) start(ctx context.Context, init Init
 		}
 		c.output, c.err = out, err
 		if span != nil {
-			if err != nil {
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
-			}
-			span.End()
+			span.End(out, err)
 		}
 		close(c.done)
 	}()
 	return c
 }
-
-const tracerName = "github.com/terrarium-ai/terrarium/agent"
 
 // outbox is the stream side of a connection: data goes out on ch, the end of a turn on
 // turn. Both are unbuffered, and a body sends from one goroutine at a time, so the
@@ -167,25 +176,46 @@ type outbox[Stream any] struct {
 	ctx  context.Context
 	ch   chan Stream
 	turn chan struct{}
+
+	releaseOnce sync.Once
+	released    chan struct{} // closed by release
+}
+
+// release cuts the stream off from the client on purpose (a session flow's client
+// detached): from then on sends succeed without delivering anything.
+func (o *outbox[Stream]) release() {
+	o.releaseOnce.Do(func() { close(o.released) })
 }
 
 // send delivers one value, or fails once the connection's context is done.
 func (o *outbox[Stream]) send(v Stream) error {
-	select {
-	case o.ch <- v:
-		return nil
-	case <-o.ctx.Done():
-		return context.Cause(o.ctx)
-	}
+	return deliver(o.ctx, o.released, o.ch, v)
 }
 
 // endTurn tells the client the body finished answering the last input.
 func (o *outbox[Stream]) endTurn() error {
+	return deliver(o.ctx, o.released, o.turn, struct{}{})
+}
+
+// deliver sends v on ch unless the outbox is released or its context ends.
+func deliver[T any](ctx context.Context, released <-chan struct{}, ch chan<- T, v T) error {
 	select {
-	case o.turn <- struct{}{}:
+	case <-released:
 		return nil
-	case <-o.ctx.Done():
-		return context.Cause(o.ctx)
+	default:
+	}
+	select {
+	case ch <- v:
+		return nil
+	case <-released:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-released:
+			return nil
+		default:
+			return context.Cause(ctx)
+		}
 	}
 }
 
@@ -302,18 +332,23 @@ func (c *BidiConnection[In, Out, Stream]) Responses() iter.Seq2[Stream, error] {
 }
 
 // Output waits for the action to finish and returns its output, or returns the
-// context's error if the connection's context ends first.
+// context's error if the connection's context ends first. Whatever the action still
+// streams meanwhile is discarded: call Responses first to read it.
 func (c *BidiConnection[In, Out, Stream]) Output() (Out, error) {
-	select {
-	case <-c.done:
-		return c.output, c.err
-	case <-c.ctx.Done():
+	for {
 		select {
+		case <-c.out.ch:
+		case <-c.out.turn:
 		case <-c.done:
 			return c.output, c.err
-		default:
-			var zero Out
-			return zero, context.Cause(c.ctx)
+		case <-c.ctx.Done():
+			select {
+			case <-c.done:
+				return c.output, c.err
+			default:
+				var zero Out
+				return zero, context.Cause(c.ctx)
+			}
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package session
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/store"
 )
 
@@ -27,19 +28,24 @@ import (
 // and the digest of the previous segment, so a turn writes only its own messages and a
 // long conversation's storage grows linearly.
 
-// snapshotFormat is the version of the stored form.
-const snapshotFormat = 1
+// snapshotFormat is the version of the stored form. Format 1 had no branch, status,
+// finish reason or error; it reads as format 2 without them.
+const snapshotFormat = 2
 
 // snapshotRecord is a stored snapshot. Fields are declared in the order of their JSON
 // keys so that encoding/json writes the keys sorted.
 type snapshotRecord struct {
-	CreatedAt time.Time     `json:"createdAt"`
-	Event     SnapshotEvent `json:"event"`
-	ParentID  string        `json:"parentId,omitempty"`
-	SessionID string        `json:"sessionId"`
-	State     stateRoot     `json:"state"`
-	TurnIndex int           `json:"turnIndex"`
-	V         int           `json:"v"`
+	Branch       bool             `json:"branch,omitempty"`
+	CreatedAt    time.Time        `json:"createdAt"`
+	Error        *abi.Error       `json:"error,omitempty"`
+	Event        SnapshotEvent    `json:"event"`
+	FinishReason abi.FinishReason `json:"finishReason,omitempty"`
+	ParentID     string           `json:"parentId,omitempty"`
+	SessionID    string           `json:"sessionId"`
+	State        stateRoot        `json:"state"`
+	Status       SnapshotStatus   `json:"status,omitempty"`
+	TurnIndex    int              `json:"turnIndex"`
+	V            int              `json:"v"`
 }
 
 // stateRoot holds the digests of a state's pieces.
@@ -79,17 +85,29 @@ type known struct {
 }
 
 // SnapshotStoreOption configures NewSnapshotStore.
-type SnapshotStoreOption func(*snapshotStoreConfig)
+type SnapshotStoreOption interface {
+	applySnapshotStore(*snapshotStoreConfig) error
+}
 
 type snapshotStoreConfig struct {
 	ns string
 }
 
+type snapshotStoreFunc func(*snapshotStoreConfig) error
+
+func (f snapshotStoreFunc) applySnapshotStore(c *snapshotStoreConfig) error { return f(c) }
+
 // WithNamespace keeps the snapshots under a namespace of the underlying store
 // ("default" unless set). Tenants given different namespaces never see each other's
 // snapshots.
 func WithNamespace(ns string) SnapshotStoreOption {
-	return func(c *snapshotStoreConfig) { c.ns = ns }
+	return snapshotStoreFunc(func(c *snapshotStoreConfig) error {
+		if err := store.CheckNames(ns); err != nil {
+			return fmt.Errorf("session: %w: WithNamespace: %w", agent.ErrInvalidOption, err)
+		}
+		c.ns = ns
+		return nil
+	})
 }
 
 type snapshotStore[State any] struct {
@@ -100,11 +118,13 @@ type snapshotStore[State any] struct {
 }
 
 // NewSnapshotStore returns a SnapshotStore keeping snapshots in st, content-addressed
-// and verified on every read.
+// and verified on every read. It panics on an invalid option.
 func NewSnapshotStore[State any](st store.Store, opts ...SnapshotStoreOption) SnapshotStore[State] {
 	cfg := snapshotStoreConfig{ns: "default"}
 	for _, o := range opts {
-		o(&cfg)
+		if err := o.applySnapshotStore(&cfg); err != nil {
+			panic(err)
+		}
 	}
 	recent, _ := lru.New[string, *known](1024)
 	segments, _ := lru.New[string, *segment](8192)
@@ -127,7 +147,7 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 	if snap.ParentID != "" {
 		var err error
 		if parent, err = s.knownOf(ctx, snap.ParentID); err != nil {
-			return fmt.Errorf("agent: saving a snapshot of session %s: parent: %w", snap.SessionID, err)
+			return fmt.Errorf("session: saving a snapshot of session %s: parent: %w", snap.SessionID, err)
 		}
 	}
 	var blobs []store.Blob
@@ -172,7 +192,7 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 		}
 		data, err := json.Marshal(seg)
 		if err != nil {
-			return fmt.Errorf("agent: encoding the messages of session %s: %w", snap.SessionID, err)
+			return fmt.Errorf("session: encoding the messages of session %s: %w", snap.SessionID, err)
 		}
 		head = &segRef{digest: add(data), end: len(st.Messages), prev: base}
 	}
@@ -182,13 +202,13 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 
 	custom, err := json.Marshal(st.Custom)
 	if err != nil {
-		return fmt.Errorf("agent: encoding the custom state of session %s: %w", snap.SessionID, err)
+		return fmt.Errorf("session: encoding the custom state of session %s: %w", snap.SessionID, err)
 	}
 	root.Custom = reuse(custom, prev.Custom)
 	for i, a := range st.Artifacts {
 		data, err := json.Marshal(a)
 		if err != nil {
-			return fmt.Errorf("agent: encoding artifact %q of session %s: %w", a.Name, snap.SessionID, err)
+			return fmt.Errorf("session: encoding artifact %q of session %s: %w", a.Name, snap.SessionID, err)
 		}
 		var was string
 		if i < len(prev.Artifacts) {
@@ -199,7 +219,7 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 	if st.PromptInput != nil {
 		data, err := json.Marshal(st.PromptInput)
 		if err != nil {
-			return fmt.Errorf("agent: encoding the prompt input of session %s: %w", snap.SessionID, err)
+			return fmt.Errorf("session: encoding the prompt input of session %s: %w", snap.SessionID, err)
 		}
 		root.PromptInput = reuse(data, prev.PromptInput)
 	}
@@ -208,81 +228,103 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 		snap.CreatedAt = time.Now()
 	}
 	rec := snapshotRecord{
-		CreatedAt: snap.CreatedAt.UTC(),
-		Event:     snap.Event,
-		ParentID:  snap.ParentID,
-		SessionID: snap.SessionID,
-		State:     root,
-		TurnIndex: snap.TurnIndex,
-		V:         snapshotFormat,
+		Branch:       snap.Branch,
+		CreatedAt:    snap.CreatedAt.UTC(),
+		Error:        snap.Error,
+		Event:        snap.Event,
+		FinishReason: snap.FinishReason,
+		ParentID:     snap.ParentID,
+		SessionID:    snap.SessionID,
+		State:        root,
+		Status:       snap.Status,
+		TurnIndex:    snap.TurnIndex,
+		V:            snapshotFormat,
 	}
 	data, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("agent: encoding the snapshot record of session %s: %w", snap.SessionID, err)
+		return fmt.Errorf("session: encoding the snapshot record of session %s: %w", snap.SessionID, err)
 	}
 	id := digest(data)
-	if err := s.st.Commit(ctx, s.ns, store.Record{ID: id, Session: snap.SessionID, Parent: snap.ParentID, Branch: true, Turn: snap.TurnIndex, Data: data}, blobs); err != nil {
-		return fmt.Errorf("agent: saving a snapshot of session %s: %w", snap.SessionID, err)
+	if err := s.st.Commit(ctx, s.ns, store.Record{ID: id, Session: snap.SessionID, Parent: snap.ParentID, Branch: snap.Branch, Turn: snap.TurnIndex, Data: data}, blobs); err != nil {
+		return fmt.Errorf("session: saving a snapshot of session %s: %w", snap.SessionID, err)
 	}
 	snap.SnapshotID = id
 	s.recent.Add(id, &known{msgs: slices.Clip(st.Messages), chain: head, root: root})
 	return nil
 }
 
-// commonPrefix counts the leading messages two conversations share. Messages are
-// immutable once added, so the same pointer means the same message.
-func commonPrefix(a, b []*abi.Message) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}
-
 // knownOf returns what is needed to save a child of the snapshot id, loading the
-// snapshot when it is not remembered.
+// snapshot when it is not remembered. The cache only saves the load: what a load finds
+// is used as found, however small the cache.
 func (s *snapshotStore[State]) knownOf(ctx context.Context, id string) (*known, error) {
 	if k, ok := s.recent.Get(id); ok {
 		return k, nil
 	}
-	if _, err := s.GetSnapshot(ctx, id); err != nil {
+	rec, err := s.record(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	k, ok := s.recent.Get(id)
-	if !ok {
-		return nil, fmt.Errorf("agent: snapshot %s evicted while loading", id)
+	_, k, err := s.decode(ctx, rec)
+	return k, err
+}
+
+func (s *snapshotStore[State]) record(ctx context.Context, id string) (store.Record, error) {
+	rec, err := s.st.Record(ctx, s.ns, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return rec, fmt.Errorf("session: %w: %s", ErrSnapshotNotFound, id)
 	}
-	return k, nil
+	if err != nil {
+		return rec, fmt.Errorf("session: loading snapshot %s: %w", id, err)
+	}
+	return rec, nil
 }
 
 // GetSnapshot implements SnapshotStore. Every piece read is checked against its hash.
+// A pending snapshot whose detached turn has settled reads as the snapshot that settled
+// it (its child, completed, failed or aborted).
 func (s *snapshotStore[State]) GetSnapshot(ctx context.Context, id string) (*SessionSnapshot[State], error) {
-	rec, err := s.st.Record(ctx, s.ns, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("agent: %w: %s", ErrSnapshotNotFound, id)
-	}
+	rec, err := s.record(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("agent: loading snapshot %s: %w", id, err)
+		return nil, err
 	}
-	return s.decode(ctx, rec)
+	snap, _, err := s.decode(ctx, rec)
+	if err != nil || snap.Status != StatusPending {
+		return snap, err
+	}
+	return s.settled(ctx, snap)
 }
 
-func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*SessionSnapshot[State], error) {
+// settled returns the snapshot that settled a pending one, or the pending one.
+func (s *snapshotStore[State]) settled(ctx context.Context, pending *SessionSnapshot[State]) (*SessionSnapshot[State], error) {
+	recs, err := s.st.Records(ctx, s.ns, pending.SessionID)
+	if err != nil {
+		return nil, fmt.Errorf("session: loading the settlement of snapshot %s: %w", pending.SnapshotID, err)
+	}
+	for _, rec := range recs {
+		if rec.Parent == pending.SnapshotID && !rec.Branch {
+			snap, _, err := s.decode(ctx, rec)
+			return snap, err
+		}
+	}
+	return pending, nil
+}
+
+// decode reads a stored snapshot, verifying every piece, and remembers what saving a
+// child of it needs.
+func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*SessionSnapshot[State], *known, error) {
 	id := rec.ID
 	corrupt := func(format string, args ...any) error {
-		return fmt.Errorf("agent: %w: snapshot %s: %s", ErrSnapshotCorrupt, id, fmt.Sprintf(format, args...))
+		return fmt.Errorf("session: %w: snapshot %s: %s", ErrSnapshotCorrupt, id, fmt.Sprintf(format, args...))
 	}
 	if digest(rec.Data) != id {
-		return nil, corrupt("its record does not hash to its ID")
+		return nil, nil, corrupt("its record does not hash to its ID")
 	}
 	var r snapshotRecord
 	if err := json.Unmarshal(rec.Data, &r); err != nil {
-		return nil, corrupt("record: %v", err)
+		return nil, nil, corrupt("record: %v", err)
 	}
-	if r.V != snapshotFormat {
-		return nil, corrupt("stored in format %d; this version reads format %d", r.V, snapshotFormat)
+	if r.V < 1 || r.V > snapshotFormat {
+		return nil, nil, corrupt("stored in format %d; this version reads formats 1 to %d", r.V, snapshotFormat)
 	}
 	blob := func(what, d string) ([]byte, error) {
 		data, err := s.st.Blob(ctx, s.ns, d)
@@ -290,7 +332,7 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 			return nil, corrupt("%s (blob %s) is missing", what, d)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("agent: loading snapshot %s: %s: %w", id, what, err)
+			return nil, fmt.Errorf("session: loading snapshot %s: %s: %w", id, what, err)
 		}
 		if digest(data) != d {
 			return nil, corrupt("%s (blob %s) does not match its hash", what, d)
@@ -298,13 +340,18 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 		return data, nil
 	}
 	snap := &SessionSnapshot[State]{
-		SnapshotID: id,
-		SessionID:  r.SessionID,
-		ParentID:   r.ParentID,
-		CreatedAt:  r.CreatedAt,
-		TurnIndex:  r.TurnIndex,
-		Event:      r.Event,
+		SnapshotID:   id,
+		SessionID:    r.SessionID,
+		ParentID:     r.ParentID,
+		Branch:       r.Branch,
+		CreatedAt:    r.CreatedAt,
+		TurnIndex:    r.TurnIndex,
+		Event:        r.Event,
+		Status:       r.Status,
+		FinishReason: r.FinishReason,
+		Error:        r.Error,
 	}
+	snap.State.SessionID = r.SessionID
 
 	// Walk the message chain from its head back to the first segment.
 	var chain *segRef
@@ -316,11 +363,11 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 			if !ok {
 				data, err := blob("messages", d)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				seg = &segment{}
 				if err := json.Unmarshal(data, seg); err != nil {
-					return nil, corrupt("message segment %s: %v", d, err)
+					return nil, nil, corrupt("message segment %s: %v", d, err)
 				}
 				s.segments.Add(d, seg)
 			}
@@ -328,64 +375,66 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 			refs = append(refs, d)
 			d = seg.Prev
 			if len(segs) > m.Count+1 {
-				return nil, corrupt("message chain longer than its %d messages", m.Count)
+				return nil, nil, corrupt("message chain longer than its %d messages", m.Count)
 			}
 		}
 		msgs := make([]*abi.Message, 0, m.Count)
 		for i := len(segs) - 1; i >= 0; i-- {
 			if segs[i].Start != len(msgs) {
-				return nil, corrupt("message segment %s starts at %d, after %d messages", refs[i], segs[i].Start, len(msgs))
+				return nil, nil, corrupt("message segment %s starts at %d, after %d messages", refs[i], segs[i].Start, len(msgs))
 			}
 			msgs = append(msgs, segs[i].Messages...)
 			chain = &segRef{digest: refs[i], end: len(msgs), prev: chain}
 		}
 		if len(msgs) != m.Count {
-			return nil, corrupt("holds %d messages, its record says %d", len(msgs), m.Count)
+			return nil, nil, corrupt("holds %d messages, its record says %d", len(msgs), m.Count)
 		}
 		snap.State.Messages = msgs
 	}
 	if r.State.Custom != "" {
 		data, err := blob("custom state", r.State.Custom)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := json.Unmarshal(data, &snap.State.Custom); err != nil {
-			return nil, corrupt("custom state does not decode into %T: %v", snap.State.Custom, err)
+			return nil, nil, corrupt("custom state does not decode into %T: %v", snap.State.Custom, err)
 		}
 	}
 	for _, d := range r.State.Artifacts {
 		data, err := blob("artifact", d)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		var a Artifact
+		var a abi.Artifact
 		if err := json.Unmarshal(data, &a); err != nil {
-			return nil, corrupt("artifact %s: %v", d, err)
+			return nil, nil, corrupt("artifact %s: %v", d, err)
 		}
 		snap.State.Artifacts = append(snap.State.Artifacts, &a)
 	}
 	if r.State.PromptInput != "" {
 		data, err := blob("prompt input", r.State.PromptInput)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := json.Unmarshal(data, &snap.State.PromptInput); err != nil {
-			return nil, corrupt("prompt input: %v", err)
+			return nil, nil, corrupt("prompt input: %v", err)
 		}
 	}
-	s.recent.Add(id, &known{msgs: slices.Clip(snap.State.Messages), chain: chain, root: r.State})
-	return snap, nil
+	k := &known{msgs: slices.Clip(snap.State.Messages), chain: chain, root: r.State}
+	s.recent.Add(id, k)
+	return snap, k, nil
 }
 
-// ListSnapshots implements SnapshotStore.
+// ListSnapshots implements SnapshotStore. A detached turn shows as its pending snapshot
+// followed by the snapshot that settled it.
 func (s *snapshotStore[State]) ListSnapshots(ctx context.Context, sessionID string) ([]*SessionSnapshot[State], error) {
 	recs, err := s.st.Records(ctx, s.ns, sessionID)
 	if err != nil {
-		return nil, fmt.Errorf("agent: listing the snapshots of session %s: %w", sessionID, err)
+		return nil, fmt.Errorf("session: listing the snapshots of session %s: %w", sessionID, err)
 	}
 	out := make([]*SessionSnapshot[State], 0, len(recs))
 	for _, rec := range recs {
-		snap, err := s.decode(ctx, rec)
+		snap, _, err := s.decode(ctx, rec)
 		if err != nil {
 			return nil, err
 		}
@@ -394,14 +443,15 @@ func (s *snapshotStore[State]) ListSnapshots(ctx context.Context, sessionID stri
 	return out, nil
 }
 
-// LatestSnapshot implements SnapshotStore.
+// LatestSnapshot implements SnapshotStore: the session's head, its last snapshot.
 func (s *snapshotStore[State]) LatestSnapshot(ctx context.Context, sessionID string) (*SessionSnapshot[State], error) {
 	rec, err := s.st.Head(ctx, s.ns, sessionID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("agent: %w: session %s has none", ErrSnapshotNotFound, sessionID)
+		return nil, fmt.Errorf("session: %w: session %s has none", ErrSnapshotNotFound, sessionID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("agent: loading the latest snapshot of session %s: %w", sessionID, err)
+		return nil, fmt.Errorf("session: loading the latest snapshot of session %s: %w", sessionID, err)
 	}
-	return s.decode(ctx, rec)
+	snap, _, err := s.decode(ctx, rec)
+	return snap, err
 }

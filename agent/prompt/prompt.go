@@ -1,4 +1,12 @@
-package agent
+// Package prompt defines prompts: Dotprompt templates with their generation settings,
+// in code (Define, DefineData) or in .prompt files (Load, LoadDir), rendered with
+// google/dotprompt. {{name}} reads the prompt's input, {{@state.field}} the custom state
+// of the session in the context, and {{role "system"}} starts a message.
+//
+// Rendering fails, naming the template's file and line, when a template refers to an
+// input variable or a state field that is missing (Handlebars alone renders nothing).
+// A prompt is a base prompt for session.DefineAgent as it is.
+package prompt
 
 import (
 	"context"
@@ -20,54 +28,33 @@ import (
 	"github.com/mbleigh/raymond/parser"
 
 	"github.com/terrarium-ai/terrarium/abi"
-	"github.com/terrarium-ai/terrarium/internal/schema"
+	"github.com/terrarium-ai/terrarium/agent"
 )
 
-// PromptRenderer renders a prompt for an input: the messages, model, tools, config and
-// output it stands for. Prompt (input of any type) and *DataPrompt[In, Out] (typed
-// input, checked by the compiler) implement it.
-type PromptRenderer[In any] interface {
-	Render(ctx context.Context, input In) (*abi.GenerateActionOptions, error)
-}
-
-// Prompt is a prompt template with its generation settings: defined in code
-// (DefinePrompt) or loaded from a .prompt file in the Dotprompt format (LoadPrompt,
-// LoadPromptDir). Templates are Handlebars: {{name}} reads the input, {{@state.field}}
-// the custom state of the session in the context, and {{role "system"}} starts a message
-// with that role.
-//
-// Rendering fails, naming the template's file and line, when the template refers to an
-// input variable or a state field that is missing.
-type Prompt interface {
-	Action
-	Name() string
-	// Render renders the prompt for the input (a struct or a map; nil for none).
-	Render(ctx context.Context, input any) (*abi.GenerateActionOptions, error)
-	// Execute renders the prompt and generates with it; opts override its settings.
-	Execute(ctx context.Context, input any, opts ...GenerateOption) (*abi.GenerateResponse, error)
-}
-
-// ErrPromptTemplate is wrapped by errors in a prompt template: a parse error, a missing
+// ErrTemplate is wrapped by errors in a prompt template: a parse error, a missing
 // variable, a failed rendering.
-var ErrPromptTemplate = errors.New("prompt template error")
+var ErrTemplate = errors.New("prompt template error")
 
-type prompt struct {
-	reg  *Registry
+// Prompt is a prompt template with its generation settings. It is an agent.Action,
+// registered as /prompt/<name>.
+type Prompt struct {
+	reg  *agent.Registry
 	name string
 	// where is the prompt's origin for error messages: a file path, or "prompt <name>".
 	where     string
-	templates []*promptTemplate
+	templates []*template
 	// static messages follow the system template and precede the user template
 	// (code-defined prompts' WithMessages).
 	static []*abi.Message
-	// settings are the prompt's generate options (model, tools, config, output).
-	settings generateOptions
-	opts     []GenerateOption
-	defaults map[string]any
+	// settings are the prompt's generation settings; System and Messages are kept out
+	// of them (they are templates and static messages above).
+	settings  agent.Settings
+	hasSystem bool
+	defaults  map[string]any
 }
 
-// promptTemplate is one compiled template of a prompt.
-type promptTemplate struct {
+// template is one compiled template of a prompt.
+type template struct {
 	source string
 	line   int // line of the template's first line in its file (1 for code)
 	prog   *ast.Program
@@ -75,37 +62,37 @@ type promptTemplate struct {
 	fn     dotprompt.PromptFunction
 }
 
-// DefinePrompt defines a prompt in code and registers it as /prompt/<name>. In opts,
-// WithSystem and WithPrompt are templates; WithMessages are fixed messages placed
-// between them; the other options (model, tools, config, output, ...) are the prompt's
-// settings. It panics if a template does not parse or the name is taken.
-func DefinePrompt(r *Registry, name string, opts ...GenerateOption) Prompt {
+// Define defines a prompt in code and registers it as /prompt/<name>. WithSystem and
+// WithPrompt are templates; WithMessages are fixed messages placed between them; the
+// other options (model, tools, config, output, middleware...) are the prompt's
+// settings. It panics if an option is invalid or repeated, a template does not parse,
+// or the name is taken.
+func Define(r *agent.Registry, name string, opts ...agent.PromptOption) *Prompt {
 	p, err := newCodePrompt(r, name, opts)
 	if err != nil {
 		panic(err)
 	}
-	r.mustRegister(p)
+	r.MustRegister(p)
 	return p
 }
 
-func newCodePrompt(r *Registry, name string, opts []GenerateOption) (*prompt, error) {
-	p := &prompt{reg: r, name: name, where: "prompt " + strconv.Quote(name), opts: opts}
-	for _, o := range opts {
-		o(&p.settings)
+func newCodePrompt(r *agent.Registry, name string, opts []agent.PromptOption) (*Prompt, error) {
+	cfg, err := agent.NewPromptConfig(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("prompt %q: %w", name, err)
 	}
-	if p.settings.err != nil {
-		return nil, fmt.Errorf("agent: prompt %q: %w", name, p.settings.err)
-	}
-	p.static = p.settings.messages
-	if p.settings.hasSystem {
-		t, err := compileTemplate(p.where, `{{role "system"}}`+p.settings.system, 1, nil)
+	p := &Prompt{reg: r, name: name, where: "prompt " + strconv.Quote(name), static: cfg.Messages, settings: cfg.Settings}
+	p.settings.System, p.settings.Messages = "", nil
+	if cfg.System != "" {
+		p.hasSystem = true
+		t, err := compileTemplate(p.where, `{{role "system"}}`+cfg.System, 1, nil)
 		if err != nil {
 			return nil, err
 		}
 		p.templates = append(p.templates, t)
 	}
-	if p.settings.hasPrompt {
-		t, err := compileTemplate(p.where, `{{role "user"}}`+p.settings.prompt, 1, nil)
+	if cfg.Prompt != "" {
+		t, err := compileTemplate(p.where, `{{role "user"}}`+cfg.Prompt, 1, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -114,10 +101,10 @@ func newCodePrompt(r *Registry, name string, opts []GenerateOption) (*prompt, er
 	return p, nil
 }
 
-// LoadPrompt loads one .prompt file and registers it under its file name without the
+// Load loads one .prompt file and registers it under its file name without the
 // extension (greeting.prompt: /prompt/greeting; greeting.casual.prompt:
 // /prompt/greeting.casual). Errors name the file and line.
-func LoadPrompt(r *Registry, path string) (Prompt, error) {
+func Load(r *agent.Registry, path string) (*Prompt, error) {
 	p, err := loadPrompt(r, path, nil)
 	if err != nil {
 		return nil, err
@@ -128,12 +115,12 @@ func LoadPrompt(r *Registry, path string) (Prompt, error) {
 	return p, nil
 }
 
-// LoadPromptDir loads every .prompt file in dir (not its subdirectories). Files whose
-// name starts with an underscore are partials, usable by the others as {{> name}}.
-func LoadPromptDir(r *Registry, dir string) ([]Prompt, error) {
+// LoadDir loads every .prompt file in dir (not its subdirectories). Files whose name
+// starts with an underscore are partials, usable by the others as {{> name}}.
+func LoadDir(r *agent.Registry, dir string) ([]*Prompt, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("agent: loading prompts: %w", err)
+		return nil, fmt.Errorf("prompt: loading prompts: %w", err)
 	}
 	partials := map[string]string{}
 	var files []string
@@ -144,7 +131,7 @@ func LoadPromptDir(r *Registry, dir string) ([]Prompt, error) {
 		if strings.HasPrefix(e.Name(), "_") {
 			src, err := os.ReadFile(filepath.Join(dir, e.Name()))
 			if err != nil {
-				return nil, fmt.Errorf("agent: loading prompts: %w", err)
+				return nil, fmt.Errorf("prompt: loading prompts: %w", err)
 			}
 			partials[strings.TrimSuffix(strings.TrimPrefix(e.Name(), "_"), ".prompt")] = string(src)
 			continue
@@ -152,7 +139,7 @@ func LoadPromptDir(r *Registry, dir string) ([]Prompt, error) {
 		files = append(files, filepath.Join(dir, e.Name()))
 	}
 	sort.Strings(files)
-	var out []Prompt
+	var out []*Prompt
 	for _, f := range files {
 		p, err := loadPrompt(r, f, partials)
 		if err != nil {
@@ -166,12 +153,21 @@ func LoadPromptDir(r *Registry, dir string) ([]Prompt, error) {
 	return out, nil
 }
 
+// Lookup returns the prompt registered under name.
+func Lookup(r *agent.Registry, name string) (*Prompt, error) {
+	p, ok := r.Lookup(agent.Key(agent.ActionTypePrompt, name)).(*Prompt)
+	if !ok {
+		return nil, fmt.Errorf("prompt: %w: prompt %q", agent.ErrNotFound, name)
+	}
+	return p, nil
+}
+
 var yamlLine = regexp.MustCompile(`^\[(\d+):(\d+)\]\s*`)
 
-func loadPrompt(r *Registry, path string, partials map[string]string) (*prompt, error) {
+func loadPrompt(r *agent.Registry, path string, partials map[string]string) (*Prompt, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("agent: loading prompt: %w", err)
+		return nil, fmt.Errorf("prompt: loading prompt: %w", err)
 	}
 	src := string(data)
 	name := strings.TrimSuffix(filepath.Base(path), ".prompt")
@@ -187,14 +183,14 @@ func loadPrompt(r *Registry, path string, partials map[string]string) (*prompt, 
 				line = n + 1 // the front matter starts after the opening ---
 				msg = strings.TrimSpace(strings.SplitN(yamlLine.ReplaceAllString(msg, ""), "\n", 2)[0])
 			}
-			return nil, fmt.Errorf("agent: %w: %s:%d: front matter: %s", ErrPromptTemplate, path, line, msg)
+			return nil, fmt.Errorf("prompt: %w: %s:%d: front matter: %s", ErrTemplate, path, line, msg)
 		}
 	} else if strings.HasPrefix(strings.TrimSpace(src), "---") {
-		return nil, fmt.Errorf("agent: %w: %s:1: front matter is not closed with a --- line", ErrPromptTemplate, path)
+		return nil, fmt.Errorf("prompt: %w: %s:1: front matter is not closed with a --- line", ErrTemplate, path)
 	}
 	parsed, err := dotprompt.ParseDocument(src)
 	if err != nil {
-		return nil, fmt.Errorf("agent: %w: %s: %v", ErrPromptTemplate, path, err)
+		return nil, fmt.Errorf("prompt: %w: %s: %v", ErrTemplate, path, err)
 	}
 	line := 1
 	if i := strings.LastIndex(src, parsed.Template); i >= 0 && parsed.Template != "" {
@@ -205,38 +201,41 @@ func loadPrompt(r *Registry, path string, partials map[string]string) (*prompt, 
 		return nil, err
 	}
 	t.source = parsed.Template
-	p := &prompt{reg: r, name: name, where: path, templates: []*promptTemplate{t}, defaults: parsed.Input.Default}
+	p := &Prompt{reg: r, name: name, where: path, templates: []*template{t}, defaults: parsed.Input.Default}
 	meta := parsed.PromptMetadata
+	var opts []agent.CommonOption
 	if meta.Model != "" {
-		p.settings.modelName = meta.Model
+		opts = append(opts, agent.WithModelName(meta.Model))
 	}
 	if len(meta.Config) > 0 {
-		p.settings.config = map[string]any(meta.Config)
+		opts = append(opts, agent.WithConfig(map[string]any(meta.Config)))
 	}
-	p.settings.toolNames = meta.Tools
-	p.settings.maxTurns = meta.MaxTurns
-	if meta.Output.Format != "" || meta.Output.Schema != nil {
-		p.settings.output = &abi.GenerateActionOutputConfig{Format: meta.Output.Format}
+	if len(meta.Tools) > 0 {
+		opts = append(opts, agent.WithToolNames(meta.Tools...))
+	}
+	if meta.MaxTurns != 0 {
+		opts = append(opts, agent.WithMaxTurns(meta.MaxTurns))
 	}
 	// The rendered metadata carries the output schema converted from Picoschema.
 	rendered, err := dotprompt.NewDotprompt(nil).RenderMetadata(parsed, nil)
 	if err != nil {
-		return nil, fmt.Errorf("agent: %w: %s: %v", ErrPromptTemplate, path, err)
+		return nil, fmt.Errorf("prompt: %w: %s: %v", ErrTemplate, path, err)
 	}
 	if rendered.Output.Schema != nil {
 		s, err := toSchemaMap(rendered.Output.Schema)
 		if err != nil {
-			return nil, fmt.Errorf("agent: %w: %s: output schema: %v", ErrPromptTemplate, path, err)
+			return nil, fmt.Errorf("prompt: %w: %s: output schema: %v", ErrTemplate, path, err)
 		}
-		if _, err := schema.Compile(s); err != nil {
-			return nil, fmt.Errorf("agent: %w: %s: output schema: %v", ErrPromptTemplate, path, err)
-		}
-		if p.settings.output.Format == "" {
-			p.settings.output.Format = "json"
-		}
-		p.settings.output.JSONSchema = s
-		p.settings.output.ContentType = "application/json"
+		opts = append(opts, agent.WithOutputSchema(s))
 	}
+	if f := meta.Output.Format; f != "" && (f != "json" || rendered.Output.Schema == nil) {
+		opts = append(opts, agent.WithOutputFormat(f))
+	}
+	settings, err := agent.NewSettings(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("prompt: %w: %s: front matter: %v", ErrTemplate, path, err)
+	}
+	p.settings = *settings
 	return p, nil
 }
 
@@ -261,7 +260,7 @@ var raymondLine = regexp.MustCompile(`(?i)line (\d+)`)
 var helperNamedVar = regexp.MustCompile(`\{\{(~?)\s*(role|json|media|section|ifEquals|unlessEquals)\s*(~?)\}\}`)
 
 // compileTemplate parses and compiles a template; where and line locate it in errors.
-func compileTemplate(where, src string, line int, partials map[string]string) (*promptTemplate, error) {
+func compileTemplate(where, src string, line int, partials map[string]string) (*template, error) {
 	src = helperNamedVar.ReplaceAllString(src, "{{$1./$2$3}}")
 	body := src
 	if m := dotprompt.FrontmatterAndBodyRegex.FindStringSubmatch(src); m != nil {
@@ -275,31 +274,41 @@ func compileTemplate(where, src string, line int, partials map[string]string) (*
 			n, _ := strconv.Atoi(m[1])
 			at = line + n - 1
 		}
-		return nil, fmt.Errorf("agent: %w: %s:%d: %s", ErrPromptTemplate, where, at, strings.Join(strings.Fields(msg), " "))
+		return nil, fmt.Errorf("prompt: %w: %s:%d: %s", ErrTemplate, where, at, strings.Join(strings.Fields(msg), " "))
 	}
 	dp := dotprompt.NewDotprompt(&dotprompt.DotpromptOptions{Partials: partials})
 	fn, err := dp.Compile(src, nil)
 	if err != nil {
-		return nil, fmt.Errorf("agent: %w: %s:%d: %v", ErrPromptTemplate, where, line, err)
+		return nil, fmt.Errorf("prompt: %w: %s:%d: %v", ErrTemplate, where, line, err)
 	}
-	return &promptTemplate{source: body, line: line, prog: prog, fn: fn}, nil
+	return &template{source: body, line: line, prog: prog, fn: fn}, nil
 }
 
-func (p *prompt) Name() string { return p.name }
+// Name returns the prompt's name.
+func (p *Prompt) Name() string { return p.name }
 
-func (p *prompt) Desc() ActionDesc {
-	d := ActionDesc{Key: Key(ActionTypePrompt, p.name), Type: ActionTypePrompt, Name: p.name}
-	if p.where != "" && !strings.HasPrefix(p.where, "prompt ") {
+// Desc implements agent.Action.
+func (p *Prompt) Desc() agent.ActionDesc {
+	d := agent.ActionDesc{Key: agent.Key(agent.ActionTypePrompt, p.name), Type: agent.ActionTypePrompt, Name: p.name}
+	if !strings.HasPrefix(p.where, "prompt ") {
 		d.Metadata = map[string]any{"file": p.where}
 	}
 	return d
 }
 
-// Render implements Prompt.
-func (p *prompt) Render(ctx context.Context, input any) (*abi.GenerateActionOptions, error) {
+// Settings returns the prompt's generation settings (model, config, tools, output,
+// middleware...), without its messages, which Render renders.
+func (p *Prompt) Settings() *agent.Settings {
+	s := p.settings
+	return &s
+}
+
+// Render renders the prompt for the input (a struct or a map; nil for none) into the
+// serializable form of a generate call: the rendered messages and the settings.
+func (p *Prompt) Render(ctx context.Context, input any) (*abi.GenerateActionOptions, error) {
 	in, err := asMap(input)
 	if err != nil {
-		return nil, fmt.Errorf("agent: %s: the input is not an object: %w", p.where, err)
+		return nil, fmt.Errorf("prompt: %s: the input is not an object: %w", p.where, err)
 	}
 	for k, v := range p.defaults {
 		if _, ok := in[k]; !ok {
@@ -307,10 +316,10 @@ func (p *prompt) Render(ctx context.Context, input any) (*abi.GenerateActionOpti
 		}
 	}
 	state := map[string]any{}
-	if s := AnySessionFromContext(ctx); s != nil {
+	if s := agent.AnySessionFromContext(ctx); s != nil {
 		raw, err := s.CustomJSON()
 		if err != nil {
-			return nil, fmt.Errorf("agent: %s: encoding the session state: %w", p.where, err)
+			return nil, fmt.Errorf("prompt: %s: encoding the session state: %w", p.where, err)
 		}
 		var m map[string]any
 		if json.Unmarshal(raw, &m) == nil && m != nil {
@@ -326,101 +335,77 @@ func (p *prompt) Render(ctx context.Context, input any) (*abi.GenerateActionOpti
 		rendered, err := t.fn(&dotprompt.DataArgument{Input: in, Context: map[string]any{"state": state}}, nil)
 		t.mu.Unlock()
 		if err != nil {
-			return nil, fmt.Errorf("agent: %w: %s:%d: %v", ErrPromptTemplate, p.where, t.line, err)
+			return nil, fmt.Errorf("prompt: %w: %s:%d: %v", ErrTemplate, p.where, t.line, err)
 		}
 		for _, m := range rendered.Messages {
 			msgs = append(msgs, fromDotprompt(m))
 		}
-		if i == 0 && len(p.static) > 0 && p.settings.hasSystem {
+		if i == 0 && len(p.static) > 0 && p.hasSystem {
 			msgs = append(msgs, p.static...)
 		}
 	}
-	if len(p.static) > 0 && !p.settings.hasSystem {
+	if len(p.static) > 0 && !p.hasSystem {
 		msgs = append(append([]*abi.Message(nil), p.static...), msgs...)
 	}
-	o := p.settings
-	return o.actionOptionsWithMessages(msgs), nil
-}
-
-// actionOptionsWithMessages is the serializable form of a prompt's settings.
-func (o generateOptions) actionOptionsWithMessages(msgs []*abi.Message) *abi.GenerateActionOptions {
+	s := p.settings
 	a := &abi.GenerateActionOptions{
-		Model:              o.modelName,
-		Messages:           msgs,
-		Tools:              append([]string(nil), o.toolNames...),
-		ToolChoice:         o.toolChoice,
-		Config:             o.config,
-		Output:             o.output,
-		ReturnToolRequests: o.returnToolRequests,
-		MaxTurns:           o.maxTurns,
-		Docs:               o.docs,
+		Model:      s.ModelName,
+		Messages:   msgs,
+		Tools:      slices.Clone(s.ToolNames),
+		ToolChoice: s.ToolChoice,
+		Config:     s.Config,
+		Output:     s.Output,
+		MaxTurns:   s.MaxTurns,
 	}
-	if o.model != nil {
-		a.Model = o.model.Name()
+	if s.Model != nil {
+		a.Model = s.Model.Name()
 	}
-	for _, t := range o.tools {
+	for _, t := range s.Tools {
 		a.Tools = append(a.Tools, t.Name())
 	}
-	return a
+	return a, nil
 }
 
-// Execute implements Prompt.
-func (p *prompt) Execute(ctx context.Context, input any, opts ...GenerateOption) (*abi.GenerateResponse, error) {
+// Execute renders the prompt and generates with it. opts come first: a single setting
+// they give (the model, the config...) overrides the prompt's, and tools add up.
+func (p *Prompt) Execute(ctx context.Context, input any, opts ...agent.GenerateOption) (*abi.GenerateResponse, error) {
 	a, err := p.Render(ctx, input)
 	if err != nil {
 		return nil, err
 	}
-	return Generate(ctx, p.reg, append(p.generateOptions(a), opts...)...)
-}
-
-// generateOptions turns a rendered prompt into generate options, keeping the tools and
-// model the prompt holds by value.
-func (p *prompt) generateOptions(a *abi.GenerateActionOptions) []GenerateOption {
-	opts := []GenerateOption{WithActionOptions(a)}
-	if p.settings.model != nil {
-		opts = append(opts, WithModel(p.settings.model))
-	}
-	if len(p.settings.tools) > 0 {
-		opts = append(opts, WithTools(p.settings.tools...))
-	}
-	if p.settings.outputType != nil {
-		opts = append(opts, func(o *generateOptions) { o.outputType = p.settings.outputType })
-	}
-	return opts
-}
-
-// LookupPrompt returns the prompt registered under name.
-func (r *Registry) LookupPrompt(name string) (Prompt, error) {
-	p, ok := r.Lookup(Key(ActionTypePrompt, name)).(Prompt)
-	if !ok {
-		return nil, fmt.Errorf("agent: %w: prompt %q", ErrNotFound, name)
-	}
-	return p, nil
+	opts = append(opts, agent.WithMessages(a.Messages...), agent.WithDefaults(p.Settings()))
+	return agent.Generate(ctx, p.reg, opts...)
 }
 
 // DataPrompt is a prompt with a typed input and output: the compiler checks the input's
 // type, and Execute decodes the output.
 type DataPrompt[In, Out any] struct {
-	p *prompt
+	p *Prompt
 }
 
-// DefineDataPrompt defines a prompt with typed input and output, as DefinePrompt does.
-// Unless Out is string, the prompt asks for JSON output with Out's schema.
-func DefineDataPrompt[In, Out any](r *Registry, name string, opts ...GenerateOption) *DataPrompt[In, Out] {
+// DefineData defines a prompt with typed input and output, as Define does. Unless Out
+// is string, the prompt asks for JSON output with Out's schema.
+func DefineData[In, Out any](r *agent.Registry, name string, opts ...agent.PromptOption) *DataPrompt[In, Out] {
 	var out Out
 	if _, isString := any(out).(string); !isString {
-		opts = append([]GenerateOption{WithOutputType(out)}, opts...)
+		opts = append([]agent.PromptOption{agent.WithOutputType(out)}, opts...)
 	}
 	p, err := newCodePrompt(r, name, opts)
 	if err != nil {
 		panic(err)
 	}
-	r.mustRegister(p)
+	r.MustRegister(p)
 	return &DataPrompt[In, Out]{p: p}
 }
 
 // Name returns the prompt's name.
 func (d *DataPrompt[In, Out]) Name() string { return d.p.name }
+
+// Prompt returns the untyped prompt.
+func (d *DataPrompt[In, Out]) Prompt() *Prompt { return d.p }
+
+// Settings returns the prompt's generation settings.
+func (d *DataPrompt[In, Out]) Settings() *agent.Settings { return d.p.Settings() }
 
 // Render renders the prompt for a typed input.
 func (d *DataPrompt[In, Out]) Render(ctx context.Context, input In) (*abi.GenerateActionOptions, error) {
@@ -428,7 +413,7 @@ func (d *DataPrompt[In, Out]) Render(ctx context.Context, input In) (*abi.Genera
 }
 
 // Execute renders the prompt, generates with it, and decodes the output.
-func (d *DataPrompt[In, Out]) Execute(ctx context.Context, input In, opts ...GenerateOption) (*Out, *abi.GenerateResponse, error) {
+func (d *DataPrompt[In, Out]) Execute(ctx context.Context, input In, opts ...agent.GenerateOption) (*Out, *abi.GenerateResponse, error) {
 	resp, err := d.p.Execute(ctx, input, opts...)
 	if err != nil {
 		return nil, resp, err
@@ -439,13 +424,9 @@ func (d *DataPrompt[In, Out]) Execute(ctx context.Context, input In, opts ...Gen
 		return &out, resp, nil
 	}
 	if err := resp.Output(&out); err != nil {
-		return nil, resp, fmt.Errorf("agent: %w: %v", ErrInvalidOutput, err)
+		return nil, resp, fmt.Errorf("prompt: %w: %v", agent.ErrInvalidOutput, err)
 	}
 	return &out, resp, nil
-}
-
-func (d *DataPrompt[In, Out]) generateOptions(a *abi.GenerateActionOptions) []GenerateOption {
-	return d.p.generateOptions(a)
 }
 
 // asMap turns a prompt input into the map templates read.
@@ -507,7 +488,7 @@ var helpersWithoutArgs = map[string]bool{"history": true}
 // the state has, by file and line. Only references in the root context are checked:
 // inside {{#each}} and {{#with}} the context changes. A reference inside {{#if x}} (or
 // the {{else}} of {{#unless x}}) that starts with x is guarded by the test.
-func checkVars(where string, t *promptTemplate, input, state map[string]any) error {
+func checkVars(where string, t *template, input, state map[string]any) error {
 	check := func(n ast.Node, guarded []string) error {
 		path, ok := n.(*ast.PathExpression)
 		if !ok || path.Depth > 0 || len(path.Parts) == 0 {
@@ -525,12 +506,12 @@ func checkVars(where string, t *promptTemplate, input, state map[string]any) err
 				return nil // @root, @index and the like
 			}
 			if !has(state, path.Parts[1:]) {
-				return fmt.Errorf("agent: %w: %s:%d: {{%s}} is not in the session state", ErrPromptTemplate, where, line, name)
+				return fmt.Errorf("prompt: %w: %s:%d: {{%s}} is not in the session state", ErrTemplate, where, line, name)
 			}
 			return nil
 		}
 		if !has(input, path.Parts) {
-			return fmt.Errorf("agent: %w: %s:%d: variable {{%s}} is not in the prompt input", ErrPromptTemplate, where, line, name)
+			return fmt.Errorf("prompt: %w: %s:%d: variable {{%s}} is not in the prompt input", ErrTemplate, where, line, name)
 		}
 		return nil
 	}

@@ -1,4 +1,4 @@
-package agent_test
+package session_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/agent/testmodel"
 	"github.com/terrarium-ai/terrarium/store"
 )
@@ -27,9 +28,9 @@ type ChatStatus struct {
 
 // chatFlow is seed 003's chat agent (section 7.1) over the programmable model: each
 // turn adds the input, streams the model's answer, records the topic and ends the turn.
-func chatFlow(r *agent.Registry, m agent.Model, opts ...agent.SessionFlowOption[ChatState]) *agent.SessionFlow[ChatStatus, ChatState] {
-	return agent.DefineSessionFlow(r, "chat",
-		func(ctx context.Context, inCh <-chan *agent.SessionFlowInput, resp *agent.Responder[ChatStatus], params *agent.SessionFlowParams[ChatStatus, ChatState]) error {
+func chatFlow(r *agent.Registry, m agent.Model, opts ...session.SessionFlowOption[ChatState]) *session.SessionFlow[ChatStatus, ChatState] {
+	return session.DefineSessionFlow(r, "chat",
+		func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[ChatStatus], params *session.SessionFlowParams[ChatStatus, ChatState]) error {
 			sess := params.Session
 			for input := range inCh {
 				sess.AddMessages(input.Messages...)
@@ -76,7 +77,7 @@ func echoModel() *testmodel.Model {
 }
 
 // turn sends text and collects the turn's stream, summarised as a list of kinds.
-func turn(t *testing.T, conn *agent.SessionFlowConnection[ChatStatus, ChatState], text string) (kinds []string, snapshotID, answer string) {
+func turn(t *testing.T, conn *session.SessionFlowConnection[ChatStatus, ChatState], text string) (kinds []string, snapshotID, answer string) {
 	t.Helper()
 	if err := conn.SendText(text); err != nil {
 		t.Fatal(err)
@@ -105,9 +106,9 @@ func turn(t *testing.T, conn *agent.SessionFlowConnection[ChatStatus, ChatState]
 
 func TestSessionFlowChatWithSnapshots(t *testing.T) {
 	r := agent.NewRegistry()
-	snaps := agent.NewInMemorySnapshotStore[ChatState]()
-	flow := chatFlow(r, echoModel(), agent.WithSnapshotStore(snaps),
-		agent.WithSnapshotCallback(agent.SnapshotOn[ChatState](agent.SnapshotEventTurnEnd, agent.SnapshotEventInvocationEnd)))
+	snaps := session.NewInMemorySnapshotStore[ChatState]()
+	flow := chatFlow(r, echoModel(), session.WithSnapshotStore(snaps),
+		session.WithSnapshotCallback(session.SnapshotOn[ChatState](session.SnapshotEventTurnEnd, session.SnapshotEventInvocationEnd)))
 	d := r.Lookup("/session-flow/chat").Desc()
 	if d.StreamSchema == nil || d.InitSchema == nil {
 		t.Errorf("descriptor lacks schemas: %+v", d)
@@ -147,15 +148,15 @@ func TestSessionFlowChatWithSnapshots(t *testing.T) {
 	if got := list[1].State.Custom.Topics; !slices.Equal(got, []string{"Hello! Tell me about Go.", "What are channels?"}) {
 		t.Errorf("custom state = %v", got)
 	}
-	if list[0].Event != agent.SnapshotEventTurnEnd || len(list[0].State.Messages) != 2 {
+	if list[0].Event != session.SnapshotEventTurnEnd || len(list[0].State.Messages) != 2 {
 		t.Errorf("first snapshot = %s", mustJSON(t, list[0]))
 	}
 }
 
 func TestSessionFlowResumeAndBranch(t *testing.T) {
 	r := agent.NewRegistry()
-	snaps := agent.NewInMemorySnapshotStore[ChatState]()
-	flow := chatFlow(r, echoModel(), agent.WithSnapshotStore(snaps))
+	snaps := session.NewInMemorySnapshotStore[ChatState]()
+	flow := chatFlow(r, echoModel(), session.WithSnapshotStore(snaps))
 	ctx := context.Background()
 	conn, _ := flow.StreamBidi(ctx)
 	_, base, _ := turn(t, conn, "one")
@@ -165,7 +166,7 @@ func TestSessionFlowResumeAndBranch(t *testing.T) {
 	// Two connections resumed from the same snapshot branch into two children.
 	var children []string
 	for _, text := range []string{"two-a", "two-b"} {
-		c, err := flow.StreamBidi(ctx, agent.WithSnapshotID[ChatState](base))
+		c, err := flow.StreamBidi(ctx, session.WithSnapshotID[ChatState](base))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +203,7 @@ func TestSessionFlowResumeAndBranch(t *testing.T) {
 	}
 
 	// WithSessionID resumes the session's latest snapshot (the second branch).
-	c, err := flow.StreamBidi(ctx, agent.WithSessionID[ChatState](first.SessionID))
+	c, err := flow.StreamBidi(ctx, session.WithSessionID[ChatState](first.SessionID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestSessionFlowResumeAndBranch(t *testing.T) {
 	}
 
 	// An unknown session ID starts a new session with that ID.
-	c, _ = flow.StreamBidi(ctx, agent.WithSessionID[ChatState]("user-123"))
+	c, _ = flow.StreamBidi(ctx, session.WithSessionID[ChatState]("user-123"))
 	turn(t, c, "hi")
 	c.Close()
 	if out, _ := c.Output(); out.SessionID != "user-123" || len(out.State.Messages) != 2 {
@@ -232,11 +233,11 @@ func TestSessionFlowResumeAndBranch(t *testing.T) {
 func TestSessionFlowClientManagedState(t *testing.T) {
 	flow := chatFlow(agent.NewRegistry(), echoModel())
 	ctx := context.Background()
-	state := &agent.SessionState[ChatState]{
+	state := &session.SessionState[ChatState]{
 		Messages: []*abi.Message{abi.NewUserTextMessage("earlier"), abi.NewModelTextMessage("echo: earlier")},
 		Custom:   ChatState{Prefs: map[string]string{"tone": "dry"}},
 	}
-	conn, err := flow.StreamBidi(ctx, agent.WithState(state))
+	conn, err := flow.StreamBidi(ctx, session.WithState(state))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func TestSessionFlowClientManagedState(t *testing.T) {
 		t.Errorf("output = %s", mustJSON(t, out))
 	}
 	// The client keeps out.State and sends it next time.
-	conn, _ = flow.StreamBidi(ctx, agent.WithState(out.State))
+	conn, _ = flow.StreamBidi(ctx, session.WithState(out.State))
 	turn(t, conn, "again")
 	conn.Close()
 	if out, _ := conn.Output(); len(out.State.Messages) != 6 {
@@ -261,15 +262,15 @@ func TestSessionFlowClientManagedState(t *testing.T) {
 func TestSessionFlowStartErrors(t *testing.T) {
 	ctx := context.Background()
 	noStore := chatFlow(agent.NewRegistry(), echoModel())
-	if _, err := noStore.StreamBidi(ctx, agent.WithSnapshotID[ChatState]("abc")); !errors.Is(err, agent.ErrNoSnapshotStore) {
+	if _, err := noStore.StreamBidi(ctx, session.WithSnapshotID[ChatState]("abc")); !errors.Is(err, session.ErrNoSnapshotStore) {
 		t.Errorf("resume without store: %v", err)
 	}
-	flow := chatFlow(agent.NewRegistry(), echoModel(), agent.WithSnapshotStore(agent.NewInMemorySnapshotStore[ChatState]()))
-	if _, err := flow.StreamBidi(ctx, agent.WithSnapshotID[ChatState]("feed")); !errors.Is(err, agent.ErrSnapshotNotFound) || !errors.Is(err, agent.ErrNotFound) || !strings.Contains(err.Error(), "feed") {
+	flow := chatFlow(agent.NewRegistry(), echoModel(), session.WithSnapshotStore(session.NewInMemorySnapshotStore[ChatState]()))
+	if _, err := flow.StreamBidi(ctx, session.WithSnapshotID[ChatState]("feed")); !errors.Is(err, session.ErrSnapshotNotFound) || !errors.Is(err, agent.ErrNotFound) || !strings.Contains(err.Error(), "feed") {
 		t.Errorf("unknown snapshot: %v", err)
 	}
-	_, err := flow.StreamBidi(ctx, agent.WithSnapshotID[ChatState]("feed"), agent.WithState(&agent.SessionState[ChatState]{}))
-	if err == nil || !strings.Contains(err.Error(), "not both") {
+	_, err := flow.StreamBidi(ctx, session.WithSnapshotID[ChatState]("feed"), session.WithState(&session.SessionState[ChatState]{}))
+	if !errors.Is(err, session.ErrInvalidInit) {
 		t.Errorf("snapshot and state: %v", err)
 	}
 	defer func() {
@@ -277,29 +278,29 @@ func TestSessionFlowStartErrors(t *testing.T) {
 			t.Error("a callback without a store did not panic")
 		}
 	}()
-	chatFlow(agent.NewRegistry(), echoModel(), agent.WithSnapshotCallback(agent.SnapshotAlways[ChatState]()))
+	chatFlow(agent.NewRegistry(), echoModel(), session.WithSnapshotCallback(session.SnapshotAlways[ChatState]()))
 }
 
 func TestSnapshotCallbacks(t *testing.T) {
 	ctx := context.Background()
 	type seen struct {
-		event     agent.SnapshotEvent
+		event     session.SnapshotEvent
 		turn      int
 		msgs      int
 		prevMsgs  int
 		prevIsNil bool
 	}
 	var log []seen
-	record := func(ctx context.Context, sc *agent.SnapshotContext[ChatState]) bool {
+	record := func(ctx context.Context, sc *session.SnapshotContext[ChatState]) bool {
 		s := seen{event: sc.Event, turn: sc.TurnIndex, msgs: len(sc.State.Messages), prevIsNil: sc.PrevState == nil}
 		if sc.PrevState != nil {
 			s.prevMsgs = len(sc.PrevState.Messages)
 		}
 		log = append(log, s)
-		return sc.Event == agent.SnapshotEventInvocationEnd
+		return sc.Event == session.SnapshotEventInvocationEnd
 	}
-	snaps := agent.NewInMemorySnapshotStore[ChatState]()
-	flow := chatFlow(agent.NewRegistry(), echoModel(), agent.WithSnapshotStore(snaps), agent.WithSnapshotCallback(record))
+	snaps := session.NewInMemorySnapshotStore[ChatState]()
+	flow := chatFlow(agent.NewRegistry(), echoModel(), session.WithSnapshotStore(snaps), session.WithSnapshotCallback(record))
 	conn, _ := flow.StreamBidi(ctx)
 	k1, _, _ := turn(t, conn, "a")
 	turn(t, conn, "b")
@@ -312,9 +313,9 @@ func TestSnapshotCallbacks(t *testing.T) {
 		t.Error("snapshot streamed although the callback declined")
 	}
 	want := []seen{
-		{event: agent.SnapshotEventTurnEnd, turn: 0, msgs: 2, prevIsNil: true},
-		{event: agent.SnapshotEventTurnEnd, turn: 1, msgs: 4, prevIsNil: true},
-		{event: agent.SnapshotEventInvocationEnd, turn: 1, msgs: 4, prevIsNil: true},
+		{event: session.SnapshotEventTurnEnd, turn: 0, msgs: 2, prevIsNil: true},
+		{event: session.SnapshotEventTurnEnd, turn: 1, msgs: 4, prevIsNil: true},
+		{event: session.SnapshotEventInvocationEnd, turn: 1, msgs: 4, prevIsNil: true},
 	}
 	if !slices.Equal(log, want) {
 		t.Errorf("callback saw %+v\nwant %+v", log, want)
@@ -323,12 +324,12 @@ func TestSnapshotCallbacks(t *testing.T) {
 		t.Fatalf("snapshots = %v", out.SnapshotIDs)
 	}
 	s, _ := snaps.GetSnapshot(ctx, out.SnapshotIDs[0])
-	if s.Event != agent.SnapshotEventInvocationEnd || s.TurnIndex != 1 {
+	if s.Event != session.SnapshotEventInvocationEnd || s.TurnIndex != 1 {
 		t.Errorf("snapshot = %+v", s)
 	}
 
 	// SnapshotNever with a store takes none.
-	never := chatFlow(agent.NewRegistry(), echoModel(), agent.WithSnapshotStore(snaps), agent.WithSnapshotCallback(agent.SnapshotNever[ChatState]()))
+	never := chatFlow(agent.NewRegistry(), echoModel(), session.WithSnapshotStore(snaps), session.WithSnapshotCallback(session.SnapshotNever[ChatState]()))
 	conn, _ = never.StreamBidi(ctx)
 	turn(t, conn, "x")
 	conn.Close()
@@ -344,7 +345,7 @@ func TestResponderArtifactsAndSessionThroughTools(t *testing.T) {
 	}
 	// A tool reaching the session through its context.
 	remember := agent.DefineTool(r, "remember", "remembers a topic", func(ctx context.Context, in noteIn) (string, error) {
-		sess := agent.SessionFromContext[ChatState](ctx)
+		sess := session.FromContext[ChatState](ctx)
 		if sess == nil {
 			return "", errors.New("no session in context")
 		}
@@ -354,9 +355,9 @@ func TestResponderArtifactsAndSessionThroughTools(t *testing.T) {
 	m := testmodel.New("test/tools").
 		Reply(toolReq("remember", "1", map[string]any{"topic": "go"}), toolReq("remember", "2", map[string]any{"topic": "wasm"})).
 		ReplyText("noted")
-	snaps := agent.NewInMemorySnapshotStore[ChatState]()
-	flow := agent.DefineSessionFlow(r, "notes",
-		func(ctx context.Context, inCh <-chan *agent.SessionFlowInput, resp *agent.Responder[ChatStatus], params *agent.SessionFlowParams[ChatStatus, ChatState]) error {
+	snaps := session.NewInMemorySnapshotStore[ChatState]()
+	flow := session.DefineSessionFlow(r, "notes",
+		func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[ChatStatus], params *session.SessionFlowParams[ChatStatus, ChatState]) error {
 			for input := range inCh {
 				params.Session.AddMessages(input.Messages...)
 				res, err := agent.Generate(ctx, r, agent.WithModel(m), agent.WithMessages(params.Session.Messages()...), agent.WithTools(remember))
@@ -365,17 +366,17 @@ func TestResponderArtifactsAndSessionThroughTools(t *testing.T) {
 				}
 				params.Session.AddMessages(res.Message)
 				for _, v := range []string{"v1", "v2"} {
-					if err := resp.SendArtifact(&agent.Artifact{Name: "notes.md", Parts: []*abi.Part{abi.NewTextPart(v)}}); err != nil {
+					if err := resp.SendArtifact(&abi.Artifact{Name: "notes.md", Parts: []*abi.Part{abi.NewTextPart(v)}}); err != nil {
 						return err
 					}
 				}
-				resp.SendArtifact(&agent.Artifact{Name: "other.txt", Parts: []*abi.Part{abi.NewTextPart("x")}})
+				resp.SendArtifact(&abi.Artifact{Name: "other.txt", Parts: []*abi.Part{abi.NewTextPart("x")}})
 				if err := resp.EndTurn(); err != nil {
 					return err
 				}
 			}
 			return nil
-		}, agent.WithSnapshotStore(snaps))
+		}, session.WithSnapshotStore(snaps))
 	ctx := context.Background()
 	c, _ := flow.StreamBidi(ctx)
 	if err := c.SendText("remember go and wasm"); err != nil {
@@ -425,10 +426,10 @@ func TestResponderArtifactsAndSessionThroughTools(t *testing.T) {
 
 func TestSessionConcurrentUse(t *testing.T) {
 	r := agent.NewRegistry()
-	flow := agent.DefineSessionFlow(r, "busy",
-		func(ctx context.Context, inCh <-chan *agent.SessionFlowInput, resp *agent.Responder[ChatStatus], params *agent.SessionFlowParams[ChatStatus, ChatState]) error {
+	flow := session.DefineSessionFlow(r, "busy",
+		func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[ChatStatus], params *session.SessionFlowParams[ChatStatus, ChatState]) error {
 			for range inCh {
-				sess := agent.SessionFromContext[ChatState](ctx)
+				sess := session.FromContext[ChatState](ctx)
 				var wg sync.WaitGroup
 				for i := range 32 {
 					wg.Add(1)
@@ -439,7 +440,7 @@ func TestSessionConcurrentUse(t *testing.T) {
 							c.Topics = append(slices.Clone(c.Topics), fmt.Sprint(i))
 							return c
 						})
-						sess.AddArtifact(&agent.Artifact{Name: fmt.Sprint(i % 4)})
+						sess.AddArtifact(&abi.Artifact{Name: fmt.Sprint(i % 4)})
 						_ = sess.State()
 						_ = sess.Messages()
 					}()
@@ -452,7 +453,7 @@ func TestSessionConcurrentUse(t *testing.T) {
 			return nil
 		})
 	c, _ := flow.StreamBidi(context.Background())
-	c.Send(&agent.SessionFlowInput{})
+	c.Send(&session.SessionFlowInput{})
 	for range c.Receive() {
 	}
 	c.Close()
@@ -468,8 +469,8 @@ func TestSessionConcurrentUse(t *testing.T) {
 func TestSessionFlowCancel(t *testing.T) {
 	r := agent.NewRegistry()
 	started := make(chan struct{})
-	flow := agent.DefineSessionFlow(r, "stuck",
-		func(ctx context.Context, inCh <-chan *agent.SessionFlowInput, resp *agent.Responder[ChatStatus], params *agent.SessionFlowParams[ChatStatus, ChatState]) error {
+	flow := session.DefineSessionFlow(r, "stuck",
+		func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[ChatStatus], params *session.SessionFlowParams[ChatStatus, ChatState]) error {
 			<-inCh
 			close(started)
 			<-ctx.Done()
@@ -515,8 +516,8 @@ func TestSnapshotCorruptionIsDetected(t *testing.T) {
 	for _, mode := range []string{"flip", "missing"} {
 		t.Run(mode, func(t *testing.T) {
 			cs := &corruptStore{Store: store.NewMemory()}
-			snaps := agent.NewSnapshotStore[ChatState](cs)
-			flow := chatFlow(agent.NewRegistry(), echoModel(), agent.WithSnapshotStore(snaps))
+			snaps := session.NewSnapshotStore[ChatState](cs)
+			flow := chatFlow(agent.NewRegistry(), echoModel(), session.WithSnapshotStore(snaps))
 			ctx := context.Background()
 			c, _ := flow.StreamBidi(ctx)
 			_, id, _ := turn(t, c, "precious")
@@ -524,13 +525,13 @@ func TestSnapshotCorruptionIsDetected(t *testing.T) {
 			c.Output()
 
 			cs.mode = mode
-			fresh := agent.NewSnapshotStore[ChatState](cs) // no cache: reads from the store
+			fresh := session.NewSnapshotStore[ChatState](cs) // no cache: reads from the store
 			_, err := fresh.GetSnapshot(ctx, id)
-			if !errors.Is(err, agent.ErrSnapshotCorrupt) || !strings.Contains(err.Error(), id) {
+			if !errors.Is(err, session.ErrSnapshotCorrupt) || !strings.Contains(err.Error(), id) {
 				t.Fatalf("GetSnapshot of a corrupt snapshot: %v", err)
 			}
-			flow2 := chatFlow(agent.NewRegistry(), echoModel(), agent.WithSnapshotStore(fresh))
-			if _, err := flow2.StreamBidi(ctx, agent.WithSnapshotID[ChatState](id)); !errors.Is(err, agent.ErrSnapshotCorrupt) {
+			flow2 := chatFlow(agent.NewRegistry(), echoModel(), session.WithSnapshotStore(fresh))
+			if _, err := flow2.StreamBidi(ctx, session.WithSnapshotID[ChatState](id)); !errors.Is(err, session.ErrSnapshotCorrupt) {
 				t.Errorf("resuming a corrupt snapshot: %v", err)
 			}
 		})
@@ -539,9 +540,9 @@ func TestSnapshotCorruptionIsDetected(t *testing.T) {
 
 func TestSnapshotRecordTamperingIsDetected(t *testing.T) {
 	mem := store.NewMemory()
-	snaps := agent.NewSnapshotStore[ChatState](mem)
+	snaps := session.NewSnapshotStore[ChatState](mem)
 	ctx := context.Background()
-	snap := &agent.SessionSnapshot[ChatState]{SessionID: "s", Event: agent.SnapshotEventTurnEnd, State: agent.SessionState[ChatState]{Messages: []*abi.Message{abi.NewUserTextMessage("x")}}}
+	snap := &session.SessionSnapshot[ChatState]{SessionID: "s", Event: session.SnapshotEventTurnEnd, State: session.SessionState[ChatState]{Messages: []*abi.Message{abi.NewUserTextMessage("x")}}}
 	if err := snaps.SaveSnapshot(ctx, snap); err != nil {
 		t.Fatal(err)
 	}
@@ -549,8 +550,8 @@ func TestSnapshotRecordTamperingIsDetected(t *testing.T) {
 	forged := strings.Replace(string(rec.Data), `"turnIndex":0`, `"turnIndex":9`, 1)
 	other := store.NewMemory()
 	other.Commit(ctx, "default", store.Record{ID: snap.SnapshotID, Session: "s", Data: []byte(forged)}, nil)
-	_, err := agent.NewSnapshotStore[ChatState](other).GetSnapshot(ctx, snap.SnapshotID)
-	if !errors.Is(err, agent.ErrSnapshotCorrupt) {
+	_, err := session.NewSnapshotStore[ChatState](other).GetSnapshot(ctx, snap.SnapshotID)
+	if !errors.Is(err, session.ErrSnapshotCorrupt) {
 		t.Errorf("tampered record: %v", err)
 	}
 }
@@ -559,7 +560,7 @@ func TestSnapshotRecordTamperingIsDetected(t *testing.T) {
 // message segment, the record, and the custom state only when it changed.
 func TestSnapshotsStoreOnlyWhatChanged(t *testing.T) {
 	mem := store.NewMemory()
-	snaps := agent.NewSnapshotStore[ChatState](mem)
+	snaps := session.NewSnapshotStore[ChatState](mem)
 	ctx := context.Background()
 	var msgs []*abi.Message
 	parent := ""
@@ -573,8 +574,8 @@ func TestSnapshotsStoreOnlyWhatChanged(t *testing.T) {
 			b, _ := json.Marshal(x)
 			msgBytes += len(b)
 		}
-		snap := &agent.SessionSnapshot[ChatState]{SessionID: "long", ParentID: parent, TurnIndex: i, Event: agent.SnapshotEventTurnEnd,
-			State: agent.SessionState[ChatState]{Messages: slices.Clone(msgs), Custom: ChatState{Prefs: map[string]string{"k": "v"}}}}
+		snap := &session.SessionSnapshot[ChatState]{SessionID: "long", ParentID: parent, TurnIndex: i, Event: session.SnapshotEventTurnEnd,
+			State: session.SessionState[ChatState]{Messages: slices.Clone(msgs), Custom: ChatState{Prefs: map[string]string{"k": "v"}}}}
 		if err := snaps.SaveSnapshot(ctx, snap); err != nil {
 			t.Fatal(err)
 		}
@@ -590,7 +591,7 @@ func TestSnapshotsStoreOnlyWhatChanged(t *testing.T) {
 		t.Errorf("stored %d bytes for %d bytes of messages: ratio %.2f, want under 3", st.Bytes, msgBytes, ratio)
 	}
 	// Reading back from a fresh store (no cache) gives every message, verified.
-	got, err := agent.NewSnapshotStore[ChatState](mem).GetSnapshot(ctx, parent)
+	got, err := session.NewSnapshotStore[ChatState](mem).GetSnapshot(ctx, parent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,12 +600,12 @@ func TestSnapshotsStoreOnlyWhatChanged(t *testing.T) {
 	}
 	// Rewriting history (SetMessages) still stores a correct snapshot.
 	edited := append(slices.Clone(msgs[:3]), abi.NewModelTextMessage("rewritten"))
-	snap := &agent.SessionSnapshot[ChatState]{SessionID: "long", ParentID: parent, TurnIndex: turns, Event: agent.SnapshotEventTurnEnd,
-		State: agent.SessionState[ChatState]{Messages: edited}}
+	snap := &session.SessionSnapshot[ChatState]{SessionID: "long", ParentID: parent, TurnIndex: turns, Event: session.SnapshotEventTurnEnd,
+		State: session.SessionState[ChatState]{Messages: edited}}
 	if err := snaps.SaveSnapshot(ctx, snap); err != nil {
 		t.Fatal(err)
 	}
-	back, err := agent.NewSnapshotStore[ChatState](mem).GetSnapshot(ctx, snap.SnapshotID)
+	back, err := session.NewSnapshotStore[ChatState](mem).GetSnapshot(ctx, snap.SnapshotID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package agent_test
+package prompt_test
 
 import (
 	"context"
@@ -6,11 +6,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
-	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/prompt"
+	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/agent/testmodel"
 )
 
@@ -55,8 +57,8 @@ func TestPromptFileRendersWithInputStateAndPartials(t *testing.T) {
 		"_signature.prompt": "Sign every plan as Terra.",
 	})
 	r := agent.NewRegistry()
-	agent.DefineTool(r, "add", "adds", func(ctx context.Context, in addIn) (int, error) { return in.A + in.B, nil })
-	prompts, err := agent.LoadPromptDir(r, dir)
+	agent.DefineTool(r, "add", "adds", func(ctx context.Context, in struct{ A, B int }) (int, error) { return in.A + in.B, nil })
+	prompts, err := prompt.LoadDir(r, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func TestPromptFileRendersWithInputStateAndPartials(t *testing.T) {
 		Likes string `json:"likes"`
 	}
 	// Render inside a session flow so @state is the session's state.
-	flow := agent.DefineSessionFlow(r, "render", func(ctx context.Context, inCh <-chan *agent.SessionFlowInput, resp *agent.Responder[struct{}], p *agent.SessionFlowParams[struct{}, likes]) error {
+	flow := session.DefineSessionFlow(r, "render", func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[struct{}], p *session.SessionFlowParams[struct{}, likes]) error {
 		for range inCh {
 			p.Session.SetCustom(likes{Likes: "museums"})
 			a, err := prompts[0].Render(ctx, map[string]any{"city": "Lisbon"})
@@ -75,12 +77,12 @@ func TestPromptFileRendersWithInputStateAndPartials(t *testing.T) {
 				return err
 			}
 			if a.Model != "test/travel" || a.Config.(map[string]any)["temperature"] != 0.4 || len(a.Tools) != 1 || a.Tools[0] != "add" {
-				t.Errorf("settings = %s", toJSONString(t, a))
+				t.Errorf("settings = %s", jsonOf(a))
 			}
 			if a.Output == nil || a.Output.Format != "json" || a.Output.JSONSchema["type"] != "object" {
-				t.Errorf("output = %s", toJSONString(t, a.Output))
+				t.Errorf("output = %s", jsonOf(a.Output))
 			}
-			got := conversation(&abi.GenerateRequest{Messages: a.Messages})
+			got := testmodel.Transcript(a.Messages)
 			want := []string{
 				"system: \nYou plan trips. The traveller likes museums.\nSign every plan as Terra.",
 				"user: \nPlan 3 days in Lisbon.\n",
@@ -95,7 +97,7 @@ func TestPromptFileRendersWithInputStateAndPartials(t *testing.T) {
 		return nil
 	})
 	c, _ := flow.StreamBidi(context.Background())
-	c.Send(&agent.SessionFlowInput{})
+	c.Send(&session.SessionFlowInput{})
 	for _, err := range c.Receive() {
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +113,7 @@ func TestPromptFileRendersWithInputStateAndPartials(t *testing.T) {
 	if err == nil {
 		t.Fatalf("rendered without a session: %v", resp)
 	}
-	if !errors.Is(err, agent.ErrPromptTemplate) || !strings.Contains(err.Error(), "travel.prompt:18") || !strings.Contains(err.Error(), "@state.likes") {
+	if !errors.Is(err, prompt.ErrTemplate) || !strings.Contains(err.Error(), "travel.prompt:18") || !strings.Contains(err.Error(), "@state.likes") {
 		t.Errorf("missing state: %v", err)
 	}
 }
@@ -127,8 +129,8 @@ func TestPromptErrorsNameFileLineAndVariable(t *testing.T) {
 	}
 	for name, c := range cases {
 		dir := writePrompts(t, map[string]string{name: c.src})
-		_, err := agent.LoadPrompt(agent.NewRegistry(), filepath.Join(dir, name))
-		if !errors.Is(err, agent.ErrPromptTemplate) {
+		_, err := prompt.Load(agent.NewRegistry(), filepath.Join(dir, name))
+		if !errors.Is(err, prompt.ErrTemplate) {
 			t.Errorf("%s: err = %v", name, err)
 			continue
 		}
@@ -139,12 +141,12 @@ func TestPromptErrorsNameFileLineAndVariable(t *testing.T) {
 		}
 	}
 	dir := writePrompts(t, map[string]string{"greet.prompt": "---\nmodel: test/x\n---\nHello {{name}},\nyou live in {{address.city}}.\n"})
-	p, err := agent.LoadPrompt(agent.NewRegistry(), filepath.Join(dir, "greet.prompt"))
+	p, err := prompt.Load(agent.NewRegistry(), filepath.Join(dir, "greet.prompt"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = p.Render(context.Background(), map[string]any{"name": "Ann", "address": map[string]any{"street": "x"}})
-	if !errors.Is(err, agent.ErrPromptTemplate) || !strings.Contains(err.Error(), "greet.prompt:5") || !strings.Contains(err.Error(), "{{address.city}}") {
+	if !errors.Is(err, prompt.ErrTemplate) || !strings.Contains(err.Error(), "greet.prompt:5") || !strings.Contains(err.Error(), "{{address.city}}") {
 		t.Errorf("missing nested variable: %v", err)
 	}
 	a, err := p.Render(context.Background(), map[string]any{"name": "Ann", "address": map[string]any{"city": "Oslo"}})
@@ -157,13 +159,22 @@ func TestPromptErrorsNameFileLineAndVariable(t *testing.T) {
 			t.Errorf("recover = %v", r)
 		}
 	}()
-	agent.DefinePrompt(agent.NewRegistry(), "broken", agent.WithSystem("{{#each}}"))
+	prompt.Define(agent.NewRegistry(), "broken", agent.WithSystem("{{#each}}"))
 }
 
 func TestDataPromptExecute(t *testing.T) {
+	type RoleInput struct {
+		Role    string `json:"role"`
+		Context string `json:"context"`
+	}
+	type TaskResponse struct {
+		Task     string   `json:"task"`
+		Steps    []string `json:"steps"`
+		Priority string   `json:"priority"`
+	}
 	r := agent.NewRegistry()
 	testmodel.Define(r, "test/data").ReplyText("```json\n{\"task\":\"t\",\"steps\":[\"a\"],\"priority\":\"p\"}\n```")
-	p := agent.DefineDataPrompt[RoleInput, TaskResponse](r, "tasks",
+	p := prompt.DefineData[RoleInput, TaskResponse](r, "tasks",
 		agent.WithModelName("test/data"),
 		agent.WithSystem("You are a {{role}} planner."),
 		agent.WithPrompt("Plan: {{context}}"),
@@ -175,7 +186,10 @@ func TestDataPromptExecute(t *testing.T) {
 	if out.Task != "t" || resp.Request.Output.Format != "json" {
 		t.Errorf("out = %+v", out)
 	}
-	wantConversation(t, resp.Request, "system: You are a careful planner.", "user: Plan: release | Output should be in JSON format and conform to the following schema:\n\n```\n"+toIndentedSchema(t, resp.Request.Output.Schema)+"\n```\n")
+	want := []string{"system: You are a careful planner.", "user: Plan: release | Output should be in JSON format and conform to the following schema:\n\n```\n" + toIndentedSchema(t, resp.Request.Output.Schema) + "\n```\n"}
+	if got := testmodel.Transcript(resp.Request.Messages); !slices.Equal(got, want) {
+		t.Errorf("the model received %q, want %q", got, want)
+	}
 }
 
 func toIndentedSchema(t *testing.T, s map[string]any) string {
@@ -186,3 +200,6 @@ func toIndentedSchema(t *testing.T, s map[string]any) string {
 	}
 	return string(b)
 }
+
+// jsonOf shows a value in a failure message.
+func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }

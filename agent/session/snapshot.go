@@ -1,8 +1,11 @@
-package agent
+package session
 
 import (
 	"context"
 	"errors"
+
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/store"
 )
 
 // SnapshotContext is what a snapshot callback decides on.
@@ -57,16 +60,38 @@ type SnapshotStore[State any] interface {
 	LatestSnapshot(ctx context.Context, sessionID string) (*SessionSnapshot[State], error)
 }
 
+// The errors of sessions and snapshots, for errors.Is. A server maps them to stable
+// codes: not found (404), failed precondition (409 or 400), conflict (409).
 var (
 	// ErrSnapshotNotFound: no snapshot with that ID (or none for that session). It
-	// wraps ErrNotFound.
+	// wraps agent.ErrNotFound.
 	ErrSnapshotNotFound = &notFoundError{"snapshot not found"}
 	// ErrSnapshotCorrupt: a stored snapshot failed verification (a hash mismatch, a
 	// missing or undecodable piece). Its state is never returned.
 	ErrSnapshotCorrupt = errors.New("snapshot corrupt")
+	// ErrNoSnapshotStore: the flow has no snapshot store (its sessions are
+	// client-managed), but the call needs one: a resume by snapshot or session ID, a
+	// detach, an abort.
+	ErrNoSnapshotStore = errors.New("the flow has no snapshot store")
+	// ErrServerManaged: a client sent its own state to a flow whose sessions the server
+	// keeps; it must resume by snapshot or session ID instead.
+	ErrServerManaged = errors.New("cannot send state to a server-managed session")
+	// ErrInvalidInit: a connection's init is contradictory (state with an ID, a
+	// snapshot of another session than the one named).
+	ErrInvalidInit = errors.New("invalid session init")
+	// ErrNotResumable: the snapshot cannot be resumed: a detached turn is still
+	// running (pending) or it recorded a failure.
+	ErrNotResumable = errors.New("snapshot not resumable")
+	// ErrNotPending: an abort named a snapshot whose turn is not running in the
+	// background (it finished, failed or was aborted).
+	ErrNotPending = errors.New("snapshot not pending")
+	// ErrConflict: another connection extended the same snapshot first (two hosts
+	// running a turn of one session). Reload the session and retry. It is the store's
+	// error, store.ErrConflict.
+	ErrConflict = store.ErrConflict
 )
 
 type notFoundError struct{ msg string }
 
 func (e *notFoundError) Error() string        { return e.msg }
-func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
+func (e *notFoundError) Is(target error) bool { return target == agent.ErrNotFound }

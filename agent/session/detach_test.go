@@ -1,0 +1,286 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
+)
+
+// gatedModel answers "done: <input>" once a value arrives on gate, streaming a chunk
+// first; started receives each call's context as it begins.
+func gatedModel(r *agent.Registry, name string, started chan<- context.Context, gate <-chan struct{}) {
+	agent.DefineModel(r, name, nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+		started <- ctx
+		if cb != nil {
+			if err := cb(ctx, &abi.GenerateResponseChunk{Content: []*abi.Part{abi.NewTextPart("working…")}}); err != nil {
+				return nil, err
+			}
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		last := req.Messages[len(req.Messages)-1].Text()
+		return &abi.GenerateResponse{Message: abi.NewModelTextMessage("done: " + last), FinishReason: abi.FinishStop}, nil
+	})
+}
+
+// researcher is an agent with a snapshot store over a gated model: each model call
+// sends its context on started and waits for gate.
+func researcher() (*session.SessionFlow[Status, State], session.SnapshotStore[State], chan context.Context, chan struct{}) {
+	r := agent.NewRegistry()
+	started, gate := make(chan context.Context, 1), make(chan struct{})
+	gatedModel(r, "test/slow", started, gate)
+	store := session.NewInMemorySnapshotStore[State]()
+	flow := session.DefineAgent[Status, State](r, "researcher", session.WithSnapshotStore(store),
+		session.WithGenerateOpts[State](agent.WithModelName("test/slow")))
+	return flow, store, started, gate
+}
+
+// detachTurn sends a detached turn and reads the connection to its end, returning the
+// pending snapshot and what was streamed.
+func detachTurn(t *testing.T, conn *session.SessionFlowConnection[Status, State], text string) (pending string, chunks []*session.SessionFlowStreamChunk[Status]) {
+	t.Helper()
+	if err := conn.Detach(say(text)); err != nil {
+		t.Fatal(err)
+	}
+	for c, err := range conn.Receive() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks = append(chunks, c)
+		if c.SnapshotCreated != "" {
+			pending = c.SnapshotCreated
+		}
+		if c.EndTurn && c.FinishReason != session.FinishDetached {
+			t.Errorf("the detached turn ended with %q", c.FinishReason)
+		}
+	}
+	out, err := conn.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.FinishReason != session.FinishDetached || len(out.SnapshotIDs) == 0 || out.SnapshotIDs[len(out.SnapshotIDs)-1] != pending {
+		t.Fatalf("output of a detached connection = %+v, pending %q", out, pending)
+	}
+	return pending, chunks
+}
+
+func TestDetachRunsTheTurnInTheBackground(t *testing.T) {
+	flow, store, started, gate := researcher()
+	ctx := context.Background()
+
+	conn, _ := flow.StreamBidi(ctx)
+	agentTurnWhile(t, conn, say("first"), gate)
+	<-started
+	pending, _ := detachTurn(t, conn, "write the report")
+	<-started // the detached turn reached the model after the client left
+
+	snap, err := store.GetSnapshot(ctx, pending)
+	if err != nil || snap.Status != session.StatusPending || snap.Event != session.SnapshotEventDetach {
+		t.Fatalf("while running: %+v, %v", snap, err)
+	}
+	if _, err := flow.StreamBidi(ctx, session.WithSnapshotID[State](pending)); !errors.Is(err, session.ErrNotResumable) {
+		t.Errorf("resuming a pending snapshot: %v", err)
+	}
+	gate <- struct{}{}
+	settled, err := flow.Wait(ctx, pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if settled.Status != session.StatusCompleted || settled.ParentID != pending || settled.FinishReason != abi.FinishStop {
+		t.Fatalf("settled = %+v", settled)
+	}
+	msgs := settled.State.Messages
+	if len(msgs) != 4 || msgs[3].Text() != "done: write the report" {
+		t.Fatalf("the background result is not in the snapshot: %q", conversation(&abi.GenerateRequest{Messages: msgs}))
+	}
+	// The pending snapshot reads as its settlement; the session resumes from it.
+	again, err := store.GetSnapshot(ctx, pending)
+	if err != nil || again.SnapshotID != settled.SnapshotID {
+		t.Errorf("GetSnapshot(pending) = %+v, %v", again, err)
+	}
+	conn, err = flow.StreamBidi(ctx, session.WithSnapshotID[State](pending))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentTurnWhile(t, conn, say("thanks"), gate)
+	<-started
+	if out := finish(t, conn); len(out.State.Messages) != 6 {
+		t.Errorf("resumed after the detached turn: %d messages", len(out.State.Messages))
+	}
+}
+
+// agentTurnWhile runs a turn of a gated model, opening the gate once.
+func agentTurnWhile(t *testing.T, conn *session.SessionFlowConnection[Status, State], in *session.SessionFlowInput, gate chan<- struct{}) {
+	t.Helper()
+	go func() { gate <- struct{}{} }()
+	if _, _, _, err := agentTurn(t, conn, in); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAbortStopsADetachedTurn(t *testing.T) {
+	flow, _, started, gate := researcher()
+	ctx := context.Background()
+
+	conn, _ := flow.StreamBidi(ctx)
+	pending, _ := detachTurn(t, conn, "dig deep")
+	modelCtx := <-started
+	aborted, err := flow.Abort(ctx, pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-modelCtx.Done() // the running turn was cancelled
+	if aborted.Status != session.StatusAborted || aborted.ParentID != pending {
+		t.Fatalf("aborted = %+v", aborted)
+	}
+	settled, err := flow.Wait(ctx, pending)
+	if err != nil || settled.SnapshotID != aborted.SnapshotID {
+		t.Fatalf("after the abort the turn settled as %+v, %v", settled, err)
+	}
+	// The aborted snapshot holds the state before the detached turn: as if it had not
+	// run.
+	if msgs := settled.State.Messages; len(msgs) != 0 {
+		t.Errorf("aborted state = %q", conversation(&abi.GenerateRequest{Messages: msgs}))
+	}
+	if _, err := flow.Abort(ctx, pending); !errors.Is(err, session.ErrNotPending) {
+		t.Errorf("aborting twice: %v", err)
+	}
+	if _, err := flow.Abort(ctx, "0000"); !errors.Is(err, session.ErrSnapshotNotFound) {
+		t.Errorf("aborting an unknown snapshot: %v", err)
+	}
+	// A finished turn cannot be aborted either.
+	conn, _ = flow.StreamBidi(ctx, session.WithSnapshotID[State](settled.SnapshotID))
+	pending2, _ := detachTurn(t, conn, "quick one")
+	<-started
+	gate <- struct{}{}
+	done, err := flow.Wait(ctx, pending2)
+	if err != nil || done.Status != session.StatusCompleted {
+		t.Fatalf("second detached turn: %+v, %v", done, err)
+	}
+	if _, err := flow.Abort(ctx, pending2); !errors.Is(err, session.ErrNotPending) {
+		t.Errorf("aborting a finished turn: %v", err)
+	}
+}
+
+func TestDetachNeedsAStore(t *testing.T) {
+	r := agent.NewRegistry()
+	started, gate := make(chan context.Context, 1), make(chan struct{})
+	gatedModel(r, "test/slow", started, gate)
+	flow := session.DefineAgent[Status, State](r, "clientside", session.WithGenerateOpts[State](agent.WithModelName("test/slow")))
+	conn, _ := flow.StreamBidi(context.Background())
+	if err := conn.Detach(say("go away")); err != nil {
+		t.Fatal(err)
+	}
+	var turnErr error
+	for _, err := range conn.Receive() {
+		if err != nil {
+			turnErr = err
+		}
+	}
+	if !errors.Is(turnErr, session.ErrNoSnapshotStore) {
+		t.Fatalf("detach without a store: %v", turnErr)
+	}
+	// The connection goes on.
+	agentTurnWhile(t, conn, say("then stay"), gate)
+	<-started
+	if out := finish(t, conn); len(out.State.Messages) != 2 {
+		t.Errorf("after a refused detach: %d messages", len(out.State.Messages))
+	}
+}
+
+func TestSnapshotCreatedStreamedAtInvocationEnd(t *testing.T) {
+	r := agent.NewRegistry()
+	store := session.NewInMemorySnapshotStore[State]()
+	// A flow that changes its state after its last turn, so the invocation end has
+	// something to save.
+	flow := session.DefineSessionFlow(r, "notes", func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[Status], p *session.SessionFlowParams[Status, State]) error {
+		for in := range inCh {
+			p.Session.AddMessages(in.Messages...)
+			if err := resp.EndTurn(); err != nil {
+				return err
+			}
+		}
+		p.Session.UpdateCustom(func(s State) State { s.Notes = append(s.Notes, "closed"); return s })
+		return nil
+	}, session.WithSnapshotStore(store))
+	conn, _ := flow.StreamBidi(context.Background())
+	agentTurn(t, conn, say("hello"))
+	conn.Close()
+	var created []string
+	for c, err := range conn.Receive() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.SnapshotCreated != "" {
+			created = append(created, c.SnapshotCreated)
+		}
+	}
+	out, err := conn.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(created) != 1 || len(out.SnapshotIDs) != 2 || created[0] != out.SnapshotIDs[1] {
+		t.Fatalf("streamed %q, created %q", created, out.SnapshotIDs)
+	}
+	snap, err := store.GetSnapshot(context.Background(), created[0])
+	if err != nil || snap.Event != session.SnapshotEventInvocationEnd || len(snap.State.Custom.Notes) != 1 {
+		t.Errorf("invocation-end snapshot = %+v, %v", snap, err)
+	}
+}
+
+func TestSnapshotActionsAreRegistered(t *testing.T) {
+	r := agent.NewRegistry()
+	started, gate := make(chan context.Context, 1), make(chan struct{})
+	gatedModel(r, "test/slow", started, gate)
+	flow := session.DefineAgent[Status, State](r, "desk", session.WithSnapshotStore(session.NewInMemorySnapshotStore[State]()),
+		session.WithGenerateOpts[State](agent.WithModelName("test/slow")))
+	ctx := context.Background()
+	conn, _ := flow.StreamBidi(ctx)
+	agentTurnWhile(t, conn, say("hi"), gate)
+	<-started
+	out := finish(t, conn)
+
+	run := func(key string, input any) json.RawMessage {
+		t.Helper()
+		a, ok := r.Lookup(key).(agent.Runnable)
+		if !ok {
+			t.Fatalf("no runnable action %s", key)
+		}
+		in, _ := json.Marshal(input)
+		res, err := a.RunJSON(ctx, in, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		return res
+	}
+	var list []session.SessionSnapshot[State]
+	json.Unmarshal(run("/snapshot-store/desk/listSnapshots", session.SessionRequest{SessionID: out.SessionID}), &list)
+	if len(list) != 1 || list[0].SnapshotID != out.SnapshotIDs[0] {
+		t.Fatalf("listSnapshots = %+v", list)
+	}
+	var got session.SessionSnapshot[State]
+	json.Unmarshal(run("/snapshot-store/desk/getSnapshot", session.SnapshotRequest{SnapshotID: list[0].SnapshotID}), &got)
+	if got.SnapshotID != list[0].SnapshotID || len(got.State.Messages) != 2 {
+		t.Errorf("getSnapshot = %+v", got)
+	}
+	abort := r.Lookup("/snapshot-store/desk/abortSnapshot").(agent.Runnable)
+	if _, err := abort.RunJSON(ctx, json.RawMessage(`{"snapshotId": "`+got.SnapshotID+`"}`), nil); !errors.Is(err, session.ErrNotPending) {
+		t.Errorf("abortSnapshot of a completed snapshot: %v", err)
+	}
+	if _, err := abort.RunJSON(ctx, json.RawMessage(`{"snapshotId": 7}`), nil); !errors.Is(err, agent.ErrInvalidInput) {
+		t.Errorf("abortSnapshot with a bad input: %v", err)
+	}
+	// A client-managed flow has none.
+	session.DefineAgent[Status, State](r, "nostore", session.WithGenerateOpts[State](agent.WithModelName("test/slow")))
+	if r.Lookup("/snapshot-store/nostore/getSnapshot") != nil {
+		t.Error("a flow without a store registered snapshot actions")
+	}
+}

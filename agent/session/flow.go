@@ -1,0 +1,612 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/tracing"
+)
+
+// SessionFlowFunc is the body of a session flow: it reads each turn's input from inCh
+// until the client closes the connection, answers through resp, ends each turn with
+// resp.EndTurn, and works on params.Session.
+type SessionFlowFunc[Stream, State any] func(ctx context.Context, inCh <-chan *SessionFlowInput, resp *Responder[Stream], params *SessionFlowParams[Stream, State]) error
+
+// SessionFlowParams is what a session flow body is given besides its channels.
+type SessionFlowParams[Stream, State any] struct {
+	// Session is the working state, also reachable from ctx (FromContext).
+	Session *Session[State]
+	// Init is how the connection was started.
+	Init *SessionFlowInit[State]
+	// Handlers are the flow's handlers (WithHandlers), for the body to run at the
+	// points of its turns with agent.RunHandlers.
+	Handlers []agent.Handler
+}
+
+// SessionFlow is a stateful multi-turn agent: a bidirectional streaming action with a
+// session, turn semantics and snapshots. (Seed 003 calls it Agent.)
+type SessionFlow[Stream, State any] struct {
+	desc     agent.ActionDesc
+	fn       SessionFlowFunc[Stream, State]
+	store    SnapshotStore[State]
+	callback SnapshotCallback[State]
+	handlers []agent.Handler
+
+	// detached holds the turns running in the background in this process, by pending
+	// snapshot ID, so Abort can stop them and Wait can wait for them.
+	detached sync.Map // string -> *detachedRun
+}
+
+type detachedRun struct {
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed once the pending snapshot is settled
+}
+
+// flowConfig is what the options of DefineSessionFlow and DefineAgent share.
+type flowConfig[State any] struct {
+	store    SnapshotStore[State]
+	callback SnapshotCallback[State]
+	handlers []agent.Handler
+}
+
+// SessionFlowOption configures DefineSessionFlow.
+type SessionFlowOption[State any] interface {
+	applySessionFlow(*flowConfig[State]) error
+}
+
+// FlowOption configures both DefineSessionFlow and DefineAgent: snapshots and handlers.
+type FlowOption[State any] interface {
+	SessionFlowOption[State]
+	AgentOption[State]
+}
+
+type flowFunc[State any] func(*flowConfig[State]) error
+
+func (f flowFunc[State]) applySessionFlow(c *flowConfig[State]) error { return f(c) }
+func (f flowFunc[State]) applyAgent(c *agentConfig[State]) error      { return f(&c.flow) }
+
+// WithSnapshotStore sets where snapshots are kept, which makes the flow's sessions
+// server-managed: a client resumes them by snapshot or session ID and cannot send
+// state. With a store and no callback, a snapshot is taken at every turn end and, if
+// the state changed since, at the end of the invocation.
+func WithSnapshotStore[State any](s SnapshotStore[State]) FlowOption[State] {
+	return flowFunc[State](func(c *flowConfig[State]) error {
+		if s == nil {
+			return fmt.Errorf("session: %w: WithSnapshotStore(nil)", agent.ErrInvalidOption)
+		}
+		if c.store != nil {
+			return fmt.Errorf("session: %w: WithSnapshotStore given twice", agent.ErrInvalidOption)
+		}
+		c.store = s
+		return nil
+	})
+}
+
+// WithSnapshotCallback decides when snapshots are taken (SnapshotAlways,
+// SnapshotNever, SnapshotOn, or your own function). It needs a snapshot store.
+func WithSnapshotCallback[State any](cb SnapshotCallback[State]) FlowOption[State] {
+	return flowFunc[State](func(c *flowConfig[State]) error {
+		if c.callback != nil {
+			return fmt.Errorf("session: %w: WithSnapshotCallback given twice", agent.ErrInvalidOption)
+		}
+		c.callback = cb
+		return nil
+	})
+}
+
+// WithHandlers gives the flow handlers, run at the points of every turn in the order
+// given: DefineAgent runs them itself, a hand-written body finds them in
+// SessionFlowParams.Handlers.
+func WithHandlers[State any](handlers ...agent.Handler) FlowOption[State] {
+	return flowFunc[State](func(c *flowConfig[State]) error {
+		c.handlers = append(c.handlers, handlers...)
+		return nil
+	})
+}
+
+// DefineSessionFlow creates a session flow and registers it, with its snapshot actions
+// when it has a snapshot store (see SnapshotActions). It panics if the name is taken,
+// an option is invalid, or a snapshot callback is given without a store.
+func DefineSessionFlow[Stream, State any](r *agent.Registry, name string, fn SessionFlowFunc[Stream, State], opts ...SessionFlowOption[State]) *SessionFlow[Stream, State] {
+	var cfg flowConfig[State]
+	for _, o := range opts {
+		if err := o.applySessionFlow(&cfg); err != nil {
+			panic(fmt.Sprintf("session: flow %q: %v", name, err))
+		}
+	}
+	f := newSessionFlow(name, fn, cfg)
+	f.register(r)
+	return f
+}
+
+func newSessionFlow[Stream, State any](name string, fn SessionFlowFunc[Stream, State], cfg flowConfig[State]) *SessionFlow[Stream, State] {
+	if cfg.callback != nil && cfg.store == nil {
+		panic(fmt.Sprintf("session: flow %q has a snapshot callback but no snapshot store (use WithSnapshotStore)", name))
+	}
+	if cfg.store != nil && cfg.callback == nil {
+		cfg.callback = SnapshotAlways[State]()
+	}
+	desc := bidiDesc[*SessionFlowInit[State], *SessionFlowInput, *SessionFlowOutput[State], *SessionFlowStreamChunk[Stream]](agent.ActionTypeSessionFlow, name)
+	management := "client"
+	if cfg.store != nil {
+		management = "server"
+	}
+	desc.Metadata = map[string]any{"sessionFlow": map[string]any{"stateManagement": management, "abortable": cfg.store != nil}}
+	return &SessionFlow[Stream, State]{desc: desc, fn: fn, store: cfg.store, callback: cfg.callback, handlers: cfg.handlers}
+}
+
+// register puts the flow and its snapshot actions in r.
+func (f *SessionFlow[Stream, State]) register(r *agent.Registry) {
+	r.MustRegister(f)
+	for _, a := range f.SnapshotActions() {
+		r.MustRegister(a)
+	}
+}
+
+// Desc implements agent.Action.
+func (f *SessionFlow[Stream, State]) Desc() agent.ActionDesc { return f.desc }
+
+// Name returns the flow's name.
+func (f *SessionFlow[Stream, State]) Name() string { return f.desc.Name }
+
+// SnapshotStore returns the flow's snapshot store, or nil.
+func (f *SessionFlow[Stream, State]) SnapshotStore() SnapshotStore[State] { return f.store }
+
+// StreamBidiOption configures how a session flow connection starts.
+type StreamBidiOption[State any] interface {
+	applyStreamBidi(*SessionFlowInit[State]) error
+}
+
+type initFunc[State any] func(*SessionFlowInit[State]) error
+
+func (f initFunc[State]) applyStreamBidi(i *SessionFlowInit[State]) error { return f(i) }
+
+// WithState starts from state the client kept (client-managed state). Its SessionID,
+// if set, is the session's; a new session gets one.
+func WithState[State any](state *SessionState[State]) StreamBidiOption[State] {
+	return initFunc[State](func(i *SessionFlowInit[State]) error {
+		if i.State != nil {
+			return fmt.Errorf("session: %w: WithState given twice", agent.ErrInvalidOption)
+		}
+		i.State = state
+		return nil
+	})
+}
+
+// WithSnapshotID resumes from a stored snapshot (server-managed state). Resuming the
+// session's latest snapshot continues its line; resuming an older one branches.
+func WithSnapshotID[State any](id string) StreamBidiOption[State] {
+	return initFunc[State](func(i *SessionFlowInit[State]) error {
+		if i.SnapshotID != "" {
+			return fmt.Errorf("session: %w: WithSnapshotID given twice", agent.ErrInvalidOption)
+		}
+		i.SnapshotID = id
+		return nil
+	})
+}
+
+// WithSessionID resumes the session's latest snapshot, or starts a new session with
+// this ID if it has none (server-managed state).
+func WithSessionID[State any](id string) StreamBidiOption[State] {
+	return initFunc[State](func(i *SessionFlowInit[State]) error {
+		if i.SessionID != "" {
+			return fmt.Errorf("session: %w: WithSessionID given twice", agent.ErrInvalidOption)
+		}
+		i.SessionID = id
+		return nil
+	})
+}
+
+// WithPromptInput sets the input a DefineAgent prompt is rendered with for a new
+// session, overriding the agent's default.
+func WithPromptInput[State any](input any) StreamBidiOption[State] {
+	return initFunc[State](func(i *SessionFlowInit[State]) error {
+		if i.PromptInput != nil {
+			return fmt.Errorf("session: %w: WithPromptInput given twice", agent.ErrInvalidOption)
+		}
+		i.PromptInput = input
+		return nil
+	})
+}
+
+// StreamBidi opens a connection to the flow. Resuming from a snapshot loads it first,
+// so an unknown, corrupt or pending snapshot fails here.
+func (f *SessionFlow[Stream, State]) StreamBidi(ctx context.Context, opts ...StreamBidiOption[State]) (*SessionFlowConnection[Stream, State], error) {
+	init := &SessionFlowInit[State]{}
+	for _, o := range opts {
+		if err := o.applyStreamBidi(init); err != nil {
+			return nil, err
+		}
+	}
+	return f.Connect(ctx, init)
+}
+
+// Connect is StreamBidi with the init data given as a value, as a server decoding a
+// client's request has it.
+func (f *SessionFlow[Stream, State]) Connect(ctx context.Context, init *SessionFlowInit[State]) (*SessionFlowConnection[Stream, State], error) {
+	sess, err := f.newSession(ctx, init)
+	if err != nil {
+		return nil, err
+	}
+	body := func(ctx context.Context, init *SessionFlowInit[State], inCh <-chan *SessionFlowInput, out *outbox[*SessionFlowStreamChunk[Stream]]) (*SessionFlowOutput[State], error) {
+		return f.run(ctx, sess, init, inCh, out)
+	}
+	b := &BidiAction[*SessionFlowInit[State], *SessionFlowInput, *SessionFlowOutput[State], *SessionFlowStreamChunk[Stream]]{desc: f.desc, fn: body, traced: true}
+	return &SessionFlowConnection[Stream, State]{conn: b.start(ctx, init)}, nil
+}
+
+// newSession builds the session a connection starts with, enforcing who owns the state:
+// a flow with a snapshot store keeps its sessions (server-managed) and accepts no state
+// from a client, whose messages could otherwise claim tool requests the model never
+// made; a flow without one has nothing to resume by ID (client-managed).
+func (f *SessionFlow[Stream, State]) newSession(ctx context.Context, init *SessionFlowInit[State]) (*Session[State], error) {
+	name := f.desc.Name
+	switch {
+	case init.State != nil && (init.SnapshotID != "" || init.SessionID != ""):
+		return nil, fmt.Errorf("session: flow %q: %w: a client-kept state carries its own session ID; give it without a snapshot or session ID", name, ErrInvalidInit)
+	case init.State != nil && f.store != nil:
+		return nil, fmt.Errorf("session: flow %q: %w: its sessions are kept by the server; resume by snapshot or session ID", name, ErrServerManaged)
+	case (init.SnapshotID != "" || init.SessionID != "") && f.store == nil:
+		return nil, fmt.Errorf("session: flow %q: %w: its sessions are client-managed; send the session's state instead of a snapshot or session ID", name, ErrNoSnapshotStore)
+	}
+	var snap *SessionSnapshot[State]
+	branch := false
+	switch {
+	case init.SnapshotID != "":
+		var err error
+		if snap, err = f.store.GetSnapshot(ctx, init.SnapshotID); err != nil {
+			return nil, fmt.Errorf("session: flow %q: %w", name, err)
+		}
+		if init.SessionID != "" && init.SessionID != snap.SessionID {
+			return nil, fmt.Errorf("session: flow %q: %w: snapshot %s belongs to session %s, not %s", name, ErrInvalidInit, init.SnapshotID, snap.SessionID, init.SessionID)
+		}
+		// Resuming the head continues the session's line, so two connections doing
+		// it race and one loses; resuming an older snapshot branches.
+		head, err := f.store.LatestSnapshot(ctx, snap.SessionID)
+		if err != nil {
+			return nil, fmt.Errorf("session: flow %q: %w", name, err)
+		}
+		branch = head.SnapshotID != snap.SnapshotID
+	case init.SessionID != "":
+		var err error
+		snap, err = f.store.LatestSnapshot(ctx, init.SessionID)
+		if err != nil && !errors.Is(err, ErrSnapshotNotFound) {
+			return nil, fmt.Errorf("session: flow %q: %w", name, err)
+		}
+	}
+	if snap != nil {
+		if err := resumable(snap); err != nil {
+			return nil, fmt.Errorf("session: flow %q: %w", name, err)
+		}
+		s := newSession(snap.SessionID, snap.State)
+		s.parentID, s.branch = snap.SnapshotID, branch
+		prev := snap.State
+		s.prevState = &prev
+		s.turnIndex = snap.TurnIndex + 1
+		return s, nil
+	}
+	id := init.SessionID
+	var st SessionState[State]
+	if init.State != nil {
+		st = *init.State
+		id = st.SessionID
+	}
+	if id == "" {
+		id = uuid.NewString()
+	}
+	s := newSession(id, st)
+	s.changed = true
+	if init.PromptInput != nil {
+		s.state.PromptInput = init.PromptInput
+	}
+	return s, nil
+}
+
+// resumable refuses a snapshot a session cannot continue from.
+func resumable[State any](snap *SessionSnapshot[State]) error {
+	switch snap.Status {
+	case StatusPending:
+		return fmt.Errorf("%w: snapshot %s is pending: its detached turn is still running; wait for it or abort it", ErrNotResumable, snap.SnapshotID)
+	case StatusFailed:
+		msg := "an error"
+		if snap.Error != nil {
+			msg = snap.Error.Message
+		}
+		return fmt.Errorf("%w: snapshot %s recorded a failed turn (%s); resume from its parent %s", ErrNotResumable, snap.SnapshotID, msg, snap.ParentID)
+	}
+	return nil
+}
+
+// run is a connection's body: it hands the client's inputs to the flow function, which
+// runs in a context of its own (following the connection's until the client detaches,
+// outliving it after), and takes the invocation-end snapshot.
+func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[State], init *SessionFlowInit[State], inCh <-chan *SessionFlowInput, out *outbox[*SessionFlowStreamChunk[Stream]]) (*SessionFlowOutput[State], error) {
+	span := tracing.FromContext(ctx)
+	span.SetMetadata("agent", f.desc.Name)
+	span.SetMetadata("sessionId", sess.ID())
+
+	work, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	follow := context.AfterFunc(ctx, func() { cancelWork(context.Cause(ctx)) })
+	detached := false
+	defer func() {
+		if !detached {
+			cancelWork(nil)
+		}
+	}()
+	work = agent.NewSessionContext(work, sess)
+	resp := &Responder[Stream]{out: out, flow: f.desc.Name, sess: sess, endTurn: func(ctx context.Context, reason abi.FinishReason) (string, error) {
+		return f.endTurn(ctx, sess, reason)
+	}}
+	work = agent.WithStatusFunc(work, statusSender(resp))
+	resp.ctx = work
+
+	bodyIn := make(chan *SessionFlowInput)
+	done := make(chan error, 1)
+	go func() {
+		done <- f.fn(work, bodyIn, resp, &SessionFlowParams[Stream, State]{Session: sess, Init: init, Handlers: f.handlers})
+	}()
+	for {
+		select {
+		case in, ok := <-inCh:
+			if !ok {
+				close(bodyIn)
+				return f.finish(ctx, sess, resp, <-done)
+			}
+			if in.Detach {
+				output, err := f.detach(work, sess, resp, in, bodyIn, done, cancelWork, follow)
+				if output == nil && err == nil {
+					continue // refused: the connection goes on
+				}
+				detached = output != nil
+				return output, err
+			}
+			select {
+			case bodyIn <- in:
+			case err := <-done:
+				return f.finish(ctx, sess, resp, err)
+			}
+		case err := <-done:
+			return f.finish(ctx, sess, resp, err)
+		}
+	}
+}
+
+// finish ends an attached connection once the flow function returned: the
+// invocation-end snapshot (streamed to a client still reading), then the output.
+func (f *SessionFlow[Stream, State]) finish(ctx context.Context, sess *Session[State], resp *Responder[Stream], err error) (*SessionFlowOutput[State], error) {
+	if err != nil {
+		return nil, err
+	}
+	id, err := f.snapshot(ctx, sess, SnapshotEventInvocationEnd, "")
+	if err != nil {
+		return nil, err
+	}
+	if id != "" {
+		if err := resp.Send(&SessionFlowStreamChunk[Stream]{SnapshotCreated: id}); err != nil {
+			return nil, err
+		}
+	}
+	return &SessionFlowOutput[State]{SessionID: sess.ID(), State: sess.State(), SnapshotIDs: sess.NewSnapshotIDs()}, nil
+}
+
+// snapshot takes a snapshot if the callback says so, and returns its ID ("" if none
+// was taken). A state unchanged since the last snapshot is not stored again, and a
+// detached session takes none until its turn settles.
+func (f *SessionFlow[Stream, State]) snapshot(ctx context.Context, sess *Session[State], event SnapshotEvent, reason abi.FinishReason) (string, error) {
+	if f.store == nil {
+		return "", nil
+	}
+	sess.snapMu.Lock()
+	defer sess.snapMu.Unlock()
+	if sess.detached {
+		return "", nil
+	}
+	sess.mu.RLock()
+	unchanged := !sess.changed && sess.parentID != ""
+	sc := &SnapshotContext[State]{Event: event, State: sess.copyState(), PrevState: sess.prevState, TurnIndex: sess.turnIndex}
+	sess.mu.RUnlock()
+	if unchanged {
+		return "", nil
+	}
+	if event == SnapshotEventInvocationEnd && sc.TurnIndex > 0 {
+		sc.TurnIndex-- // no turn is running: the state belongs to the last one
+	}
+	if !f.callback(ctx, sc) {
+		return "", nil
+	}
+	snap := &SessionSnapshot[State]{TurnIndex: sc.TurnIndex, Event: event, Status: StatusCompleted, FinishReason: reason, State: *sc.State}
+	if err := f.save(ctx, sess, snap); err != nil {
+		return "", err
+	}
+	return snap.SnapshotID, nil
+}
+
+// save stores a snapshot continuing the session's last one and makes it the session's
+// parent. The caller holds sess.snapMu.
+func (f *SessionFlow[Stream, State]) save(ctx context.Context, sess *Session[State], snap *SessionSnapshot[State]) error {
+	sess.mu.RLock()
+	snap.SessionID, snap.ParentID, snap.Branch = sess.id, sess.parentID, sess.branch
+	sess.mu.RUnlock()
+	snap.CreatedAt = time.Now()
+	if err := f.store.SaveSnapshot(ctx, snap); err != nil {
+		return err
+	}
+	sess.mu.Lock()
+	sess.parentID, sess.branch = snap.SnapshotID, false
+	prev := snap.State
+	sess.prevState = &prev
+	sess.newSnapshotIDs = append(sess.newSnapshotIDs, snap.SnapshotID)
+	// Changes made while the snapshot was being saved are not in it.
+	sess.changed = false
+	sess.mu.Unlock()
+	span := tracing.FromContext(ctx)
+	span.SetMetadata("snapshotId", snap.SnapshotID)
+	return nil
+}
+
+// endTurn takes the turn-end snapshot and moves the session to the next turn.
+func (f *SessionFlow[Stream, State]) endTurn(ctx context.Context, sess *Session[State], reason abi.FinishReason) (string, error) {
+	id, err := f.snapshot(ctx, sess, SnapshotEventTurnEnd, reason)
+	if err != nil {
+		return "", err
+	}
+	sess.mu.Lock()
+	sess.turnIndex++
+	sess.mu.Unlock()
+	return id, nil
+}
+
+// Responder is how a session flow answers: chunks of generation, its own status,
+// artifacts, and the end of each turn. Each method waits until the client takes the
+// item (backpressure) and fails once the connection's context is done. After the
+// client detached, items go nowhere and the methods return nil.
+type Responder[Stream any] struct {
+	out     *outbox[*SessionFlowStreamChunk[Stream]]
+	ctx     context.Context
+	flow    string
+	sess    agent.AnySession
+	endTurn func(context.Context, abi.FinishReason) (string, error)
+
+	mu     sync.Mutex
+	reason abi.FinishReason // of the last turn ended
+}
+
+// Send sends a complete stream chunk.
+func (r *Responder[Stream]) Send(chunk *SessionFlowStreamChunk[Stream]) error {
+	return r.out.send(chunk)
+}
+
+// SendChunk sends a chunk of generation output.
+func (r *Responder[Stream]) SendChunk(chunk *abi.GenerateResponseChunk) error {
+	if chunk == nil {
+		return nil
+	}
+	return r.out.send(&SessionFlowStreamChunk[Stream]{Chunk: chunk})
+}
+
+// SendStatus sends a status update of the flow's own type.
+func (r *Responder[Stream]) SendStatus(status Stream) error {
+	return r.out.send(&SessionFlowStreamChunk[Stream]{Status: status})
+}
+
+// SendArtifact records the artifact in the session state (replacing one of the same
+// name) and sends it to the client.
+func (r *Responder[Stream]) SendArtifact(a *abi.Artifact) error {
+	r.sess.AddArtifact(a)
+	return r.out.send(&SessionFlowStreamChunk[Stream]{Artifact: a})
+}
+
+// Refuse tells the client its input for this turn was refused (a resume naming a tool
+// request that is not pending, say): the client's Receive yields err. The session
+// should be left unchanged; the flow then ends the turn and goes on.
+func (r *Responder[Stream]) Refuse(err error) error {
+	code := abi.CodeInvalidInput
+	var e *abi.Error
+	if errors.As(err, &e) {
+		code = e.Code
+	}
+	return r.out.send(&SessionFlowStreamChunk[Stream]{Error: &TurnError{Message: err.Error(), Code: code, err: err}})
+}
+
+// EndTurn ends the answer to the current input: it takes a snapshot if the callback
+// says so (streamed as SnapshotCreated), then streams EndTurn, and the client's
+// Receive loop ends.
+func (r *Responder[Stream]) EndTurn() error { return r.EndTurnWith("") }
+
+// EndTurnWith is EndTurn saying why the turn ended, on the EndTurn chunk and in the
+// snapshot ("stop", "interrupted"...).
+func (r *Responder[Stream]) EndTurnWith(reason abi.FinishReason) error {
+	r.mu.Lock()
+	r.reason = reason
+	r.mu.Unlock()
+	id, err := r.endTurn(r.ctx, reason)
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		if err := r.out.send(&SessionFlowStreamChunk[Stream]{SnapshotCreated: id}); err != nil {
+			return err
+		}
+	}
+	if err := r.out.send(&SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: reason}); err != nil {
+		return err
+	}
+	return r.out.endTurn()
+}
+
+// lastReason is the finish reason of the last turn ended.
+func (r *Responder[Stream]) lastReason() abi.FinishReason {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reason
+}
+
+// SessionFlowConnection is an open connection to a session flow.
+type SessionFlowConnection[Stream, State any] struct {
+	conn *BidiConnection[*SessionFlowInput, *SessionFlowOutput[State], *SessionFlowStreamChunk[Stream]]
+}
+
+// Send sends one turn's input.
+func (c *SessionFlowConnection[Stream, State]) Send(input *SessionFlowInput) error {
+	return c.conn.Send(input)
+}
+
+// SendMessages sends messages as one turn's input.
+func (c *SessionFlowConnection[Stream, State]) SendMessages(msgs ...*abi.Message) error {
+	return c.conn.Send(&SessionFlowInput{Messages: msgs})
+}
+
+// SendText sends a user text message as one turn's input.
+func (c *SessionFlowConnection[Stream, State]) SendText(text string) error {
+	return c.SendMessages(abi.NewUserTextMessage(text))
+}
+
+// Detach sends a last input whose turn runs in the background (SessionFlowInput.Detach).
+// The connection then ends: read the stream to its EndTurn chunk, whose SnapshotCreated
+// chunk before it names the pending snapshot, or call Output.
+func (c *SessionFlowConnection[Stream, State]) Detach(input *SessionFlowInput) error {
+	in := *input
+	in.Detach = true
+	return c.conn.Send(&in)
+}
+
+// Close says no more input will come; the flow finishes its work and returns. What it
+// still streams (the invocation-end snapshot) can be read with Receive.
+func (c *SessionFlowConnection[Stream, State]) Close() error { return c.conn.Close() }
+
+// Receive iterates over the current turn's stream. It yields the EndTurn chunk last and
+// then ends; call it again after the next Send. Breaking out early is fine.
+func (c *SessionFlowConnection[Stream, State]) Receive() iter.Seq2[*SessionFlowStreamChunk[Stream], error] {
+	return func(yield func(*SessionFlowStreamChunk[Stream], error) bool) {
+		for v, err := range c.conn.Responses() {
+			if err == nil && v.Error != nil {
+				err = v.Error
+			}
+			if !yield(v, err) {
+				if err == nil && v.EndTurn {
+					// The turn signal follows the EndTurn chunk; take it now so the
+					// next Receive starts with the next turn.
+					c.conn.awaitTurn()
+				}
+				return
+			}
+		}
+	}
+}
+
+// Output waits for the flow to finish and returns its final output, discarding what it
+// still streams.
+func (c *SessionFlowConnection[Stream, State]) Output() (*SessionFlowOutput[State], error) {
+	return c.conn.Output()
+}
+
+// Done is closed when the flow has finished.
+func (c *SessionFlowConnection[Stream, State]) Done() <-chan struct{} { return c.conn.Done() }

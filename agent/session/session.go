@@ -1,0 +1,232 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+)
+
+// Session is the working state of one session flow connection: its messages, custom
+// state and artifacts. It is safe for concurrent use (tools running in parallel may
+// update it) and reachable from the context the flow and its tools receive, through
+// FromContext (or agent.AnySessionFromContext, without the State type).
+//
+// Messages are immutable values once added: to change history, build new messages and
+// call SetMessages. Snapshots rely on this to store only what changed.
+type Session[State any] struct {
+	mu    sync.RWMutex
+	id    string
+	state SessionState[State]
+	// updates serializes read-modify-write sequences that span several calls (see
+	// LockUpdates); mu protects each single access.
+	updates sync.Mutex
+
+	// snapMu is held while a snapshot is saved, so that a detach writes its pending
+	// snapshot after any save in flight; detached then suspends the saves of turns.
+	snapMu   sync.Mutex
+	detached bool
+
+	// Snapshot bookkeeping.
+	parentID       string               // the last snapshot taken or resumed from
+	branch         bool                 // the next snapshot starts a new line from parentID
+	prevState      *SessionState[State] // the state at parentID, for callbacks
+	turnIndex      int                  // the turn now running
+	changed        bool                 // state changed since parentID
+	newSnapshotIDs []string
+}
+
+func newSession[State any](id string, st SessionState[State]) *Session[State] {
+	st.SessionID = id
+	return &Session[State]{id: id, state: st}
+}
+
+// New returns a session outside any session flow, holding state (which may be nil):
+// for running tools, handlers and plugins against a session in tests and tooling.
+// Session flows make their own.
+func New[State any](id string, state *SessionState[State]) *Session[State] {
+	var st SessionState[State]
+	if state != nil {
+		st = *state
+	}
+	return newSession(id, st)
+}
+
+// ID returns the session's identifier.
+func (s *Session[State]) ID() string { return s.id }
+
+// State returns a copy of the current state. The slices are the copy's own; the
+// messages, artifacts and the values inside Custom are shared.
+func (s *Session[State]) State() *SessionState[State] {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.copyState()
+}
+
+func (s *Session[State]) copyState() *SessionState[State] {
+	c := s.state
+	c.Messages = slices.Clone(s.state.Messages)
+	c.Artifacts = slices.Clone(s.state.Artifacts)
+	return &c
+}
+
+// Messages returns the conversation so far.
+func (s *Session[State]) Messages() []*abi.Message {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.state.Messages)
+}
+
+// AddMessages appends messages to the conversation.
+func (s *Session[State]) AddMessages(msgs ...*abi.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Messages = append(s.state.Messages, msgs...)
+	s.changed = true
+}
+
+// SetMessages replaces the conversation.
+func (s *Session[State]) SetMessages(msgs []*abi.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Messages = slices.Clone(msgs)
+	s.changed = true
+}
+
+// Custom returns the application's state.
+func (s *Session[State]) Custom() State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state.Custom
+}
+
+// SetCustom replaces the application's state.
+func (s *Session[State]) SetCustom(custom State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Custom = custom
+	s.changed = true
+}
+
+// UpdateCustom changes the application's state atomically: fn gets the current value
+// and returns the new one, with no other update in between. Tools running concurrently
+// use it instead of Custom followed by SetCustom.
+func (s *Session[State]) UpdateCustom(fn func(State) State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Custom = fn(s.state.Custom)
+	s.changed = true
+}
+
+// Artifacts returns the session's artifacts.
+func (s *Session[State]) Artifacts() []*abi.Artifact {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.state.Artifacts)
+}
+
+// AddArtifact records an artifact. An artifact with the same non-empty name is
+// replaced, in place: a name identifies one artifact whose latest version counts.
+func (s *Session[State]) AddArtifact(a *abi.Artifact) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.changed = true
+	if a.Name != "" {
+		for i, old := range s.state.Artifacts {
+			if old.Name == a.Name {
+				s.state.Artifacts = slices.Clone(s.state.Artifacts)
+				s.state.Artifacts[i] = a
+				return
+			}
+		}
+	}
+	s.state.Artifacts = append(s.state.Artifacts, a)
+}
+
+// SetArtifacts replaces the session's artifacts.
+func (s *Session[State]) SetArtifacts(artifacts ...*abi.Artifact) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Artifacts = slices.Clone(artifacts)
+	s.changed = true
+}
+
+// PromptInput returns the input a DefineAgent prompt is rendered with.
+func (s *Session[State]) PromptInput() any {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state.PromptInput
+}
+
+// SetPromptInput replaces the prompt input.
+func (s *Session[State]) SetPromptInput(in any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.PromptInput = in
+	s.changed = true
+}
+
+// NewSnapshotIDs returns the IDs of the snapshots this connection created, in order.
+func (s *Session[State]) NewSnapshotIDs() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.newSnapshotIDs)
+}
+
+// SnapshotID returns the snapshot the session's state was last saved to or resumed
+// from, or "" when it has none (a new session, or client-managed state).
+func (s *Session[State]) SnapshotID() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.parentID
+}
+
+// TurnIndex returns the number of the turn now running, counted from 0 over the whole
+// session (a resumed session continues its count).
+func (s *Session[State]) TurnIndex() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.turnIndex
+}
+
+// FromContext returns the session in ctx, or nil if ctx carries none or one of another
+// State type.
+func FromContext[State any](ctx context.Context) *Session[State] {
+	s, _ := agent.AnySessionFromContext(ctx).(*Session[State])
+	return s
+}
+
+var _ agent.AnySession = (*Session[struct{}])(nil)
+
+// CustomJSON implements agent.AnySession.
+func (s *Session[State]) CustomJSON() ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return json.Marshal(s.state.Custom)
+}
+
+// SetCustomJSON implements agent.AnySession.
+func (s *Session[State]) SetCustomJSON(data []byte) error {
+	var v State
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("session: the state does not decode into %T: %w", v, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("session: the state holds more than one JSON value")
+	}
+	s.SetCustom(v)
+	return nil
+}
+
+// LockUpdates implements agent.AnySession.
+func (s *Session[State]) LockUpdates() (unlock func()) {
+	s.updates.Lock()
+	return s.updates.Unlock
+}
