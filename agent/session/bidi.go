@@ -187,6 +187,16 @@ func (o *outbox[Stream]) release() {
 	o.releaseOnce.Do(func() { close(o.released) })
 }
 
+// isReleased reports whether release was called.
+func (o *outbox[Stream]) isReleased() bool {
+	select {
+	case <-o.released:
+		return true
+	default:
+		return false
+	}
+}
+
 // send delivers one value, or fails once the connection's context is done.
 func (o *outbox[Stream]) send(v Stream) error {
 	return deliver(o.ctx, o.released, o.ch, v)

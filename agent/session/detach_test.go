@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/terrarium-ai/terrarium/abi"
@@ -282,5 +283,27 @@ func TestSnapshotActionsAreRegistered(t *testing.T) {
 	session.DefineAgent[Status, State](r, "nostore", session.WithGenerateOpts[State](agent.WithModelName("test/slow")))
 	if r.Lookup("/snapshot-store/nostore/getSnapshot") != nil {
 		t.Error("a flow without a store registered snapshot actions")
+	}
+}
+
+func TestFailedDetachedTurnIsRecorded(t *testing.T) {
+	r := agent.NewRegistry()
+	agent.DefineModel(r, "test/broken", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+		return nil, &abi.Error{Code: abi.CodeUnavailable, Message: "provider down", Status: 503}
+	})
+	flow := session.DefineAgent[Status, State](r, "fragile", session.WithSnapshotStore(session.NewInMemorySnapshotStore[State]()),
+		session.WithGenerateOpts[State](agent.WithModelName("test/broken")))
+	ctx := context.Background()
+	conn, _ := flow.StreamBidi(ctx)
+	pending, _ := detachTurn(t, conn, "try")
+	failed, err := flow.Wait(ctx, pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed.Status != session.StatusFailed || failed.Error == nil || failed.Error.Code != abi.CodeUnavailable || !strings.Contains(failed.Error.Message, "provider down") {
+		t.Fatalf("failed turn recorded as %+v (error %+v)", failed, failed.Error)
+	}
+	if _, err := flow.StreamBidi(ctx, session.WithSnapshotID[State](failed.SnapshotID)); !errors.Is(err, session.ErrNotResumable) {
+		t.Errorf("resuming a failed snapshot: %v", err)
 	}
 }

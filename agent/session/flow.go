@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -347,6 +349,21 @@ func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[Stat
 	}}
 	work = agent.WithStatusFunc(work, statusSender(resp))
 	resp.ctx = work
+	var patcher customPatcher
+	sess.mu.Lock()
+	sess.onCustom = func() {
+		if resp.out.isReleased() {
+			return // a detached turn streams nothing
+		}
+		doc, err := sess.CustomJSON()
+		if err == nil {
+			err = patcher.next(doc, func(p json.RawMessage) error { return resp.Send(&SessionFlowStreamChunk[Stream]{CustomPatch: p}) })
+		}
+		if err != nil && work.Err() == nil {
+			slog.WarnContext(work, "session: a custom state change could not be streamed", "flow", f.desc.Name, "session", sess.ID(), "error", err)
+		}
+	}
+	sess.mu.Unlock()
 
 	bodyIn := make(chan *SessionFlowInput)
 	done := make(chan error, 1)

@@ -97,6 +97,8 @@ func turn(t *testing.T, conn *session.SessionFlowConnection[ChatStatus, ChatStat
 			kinds = append(kinds, "end")
 		case c.Artifact != nil:
 			kinds = append(kinds, "artifact:"+c.Artifact.Name)
+		case c.CustomPatch != nil:
+			kinds = append(kinds, "patch")
 		default:
 			kinds = append(kinds, "status:"+c.Status.Phase)
 		}
@@ -119,7 +121,7 @@ func TestSessionFlowChatWithSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	kinds, snap1, answer := turn(t, conn, "Hello! Tell me about Go.")
-	if want := []string{"status:generating", "chunk", "chunk", "snapshot", "end"}; !slices.Equal(kinds, want) {
+	if want := []string{"status:generating", "chunk", "chunk", "patch", "snapshot", "end"}; !slices.Equal(kinds, want) {
 		t.Errorf("turn 1 stream = %v, want %v", kinds, want)
 	}
 	if answer != "echo: Hello! Tell me about Go." {

@@ -27,6 +27,9 @@ type Session[State any] struct {
 	// LockUpdates); mu protects each single access.
 	updates sync.Mutex
 
+	// onCustom is called after each change of the custom state (customPatch chunks).
+	onCustom func()
+
 	// snapMu is held while a snapshot is saved, so that a detach writes its pending
 	// snapshot after any save in flight; detached then suspends the saves of turns.
 	snapMu   sync.Mutex
@@ -108,9 +111,10 @@ func (s *Session[State]) Custom() State {
 // SetCustom replaces the application's state.
 func (s *Session[State]) SetCustom(custom State) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.state.Custom = custom
 	s.changed = true
+	s.mu.Unlock()
+	s.customChanged()
 }
 
 // UpdateCustom changes the application's state atomically: fn gets the current value
@@ -118,9 +122,21 @@ func (s *Session[State]) SetCustom(custom State) {
 // use it instead of Custom followed by SetCustom.
 func (s *Session[State]) UpdateCustom(fn func(State) State) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.state.Custom = fn(s.state.Custom)
 	s.changed = true
+	s.mu.Unlock()
+	s.customChanged()
+}
+
+// customChanged tells the connection's watcher, if any, that the custom state changed,
+// outside the session's lock: the watcher reads the state and streams the change.
+func (s *Session[State]) customChanged() {
+	s.mu.RLock()
+	watch := s.onCustom
+	s.mu.RUnlock()
+	if watch != nil {
+		watch()
+	}
 }
 
 // Artifacts returns the session's artifacts.

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
@@ -135,6 +136,11 @@ type SessionFlowStreamChunk[Stream any] struct {
 	Status Stream `json:"status,omitzero"`
 	// Artifact is an artifact just produced.
 	Artifact *abi.Artifact `json:"artifact,omitempty"`
+	// CustomPatch is a change of the session's custom state, as it happened: an RFC 6902
+	// JSON Patch. A connection's first one replaces the whole document (path ""); each
+	// later one patches the document before it, so a client applying them in order holds
+	// the state the next snapshot stores. A detached turn streams none.
+	CustomPatch json.RawMessage `json:"customPatch,omitempty"`
 	// SnapshotCreated is the ID of a snapshot just persisted.
 	SnapshotCreated string `json:"snapshotCreated,omitempty"`
 	// Error reports that the flow refused the turn's input (the session is unchanged
