@@ -30,6 +30,7 @@ type generateCase struct {
 // TestGenkitGenerateConformance runs every case of Genkit's generate.yaml against
 // Generate with the programmable model and compares responses and chunks field by field.
 func TestGenkitGenerateConformance(t *testing.T) {
+	genkitref.Require(t)
 	raw, err := genkitref.File("generate.yaml")
 	if err != nil {
 		t.Fatal(err)

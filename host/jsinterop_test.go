@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+	"github.com/terrarium-ai/terrarium/internal/testenv"
 )
 
 // jsInteropSummary is the line of JSON testdata/jsinterop/interop.mjs prints on success.
@@ -36,17 +37,11 @@ type jsInteropSummary struct {
 
 // TestExtismJSSDKRunsOurPlugins runs plugins built with the Go SDK under a host nobody
 // here wrote: the Extism JavaScript SDK on Node, with terrarium:host/v1 implemented in
-// JavaScript from ABI.md (testdata/jsinterop/interop.mjs). It skips only when node or
-// npm is missing; a registry that cannot be reached fails it.
+// JavaScript from ABI.md (testdata/jsinterop/interop.mjs). It installs the pinned
+// package, so it runs only with TERRARIUM_NPM_TESTS=1 (as .ci/run sets it); a registry
+// that cannot be reached then fails it.
 func TestExtismJSSDKRunsOurPlugins(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH")
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skip("npm is not on PATH")
-	}
+	node, npm := testenv.NeedNPM(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 

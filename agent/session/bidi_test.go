@@ -165,10 +165,18 @@ func TestBidiCloseWhileSending(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	conn, _ := flow.StreamBidi(ctx)
 	errs := make(chan error, 4)
+	started := make(chan struct{})
 	for range 4 {
-		go func() { errs <- conn.Send(1) }()
+		go func() {
+			started <- struct{}{}
+			errs <- conn.Send(1)
+		}()
 	}
-	time.Sleep(20 * time.Millisecond)
+	for range 4 {
+		<-started
+	}
+	// Each Send is blocked or about to be: either way Close must release it with
+	// ErrConnectionClosed.
 	conn.Close()
 	for range 4 {
 		if err := <-errs; !errors.Is(err, session.ErrConnectionClosed) {

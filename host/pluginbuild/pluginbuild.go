@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // buildFlags are the flags of every build; they are part of the cache key.
@@ -30,18 +31,33 @@ var buildFlags = []string{"-buildmode=c-shared", "-trimpath", "-ldflags=-s -w"}
 var goEnvKeys = []string{"GOVERSION", "GOFLAGS", "GOEXPERIMENT", "GOWASM", "GOWORK", "GOROOT"}
 
 // Option changes how Build works.
-type Option func(*options)
-
-type options struct {
-	cacheDir string
-	goCmd    string
+type Option interface {
+	apply(*options)
 }
 
+type options struct {
+	cacheDir   string
+	cacheLimit int64
+	goCmd      string
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// DefaultCacheLimit is the size the cache directory is kept under unless WithCacheLimit
+// says otherwise: about two hundred Go plugins.
+const DefaultCacheLimit = 1 << 30
+
 // WithCacheDir puts built modules in dir instead of os.UserCacheDir()/terrarium/plugins.
-func WithCacheDir(dir string) Option { return func(o *options) { o.cacheDir = dir } }
+func WithCacheDir(dir string) Option { return optionFunc(func(o *options) { o.cacheDir = dir }) }
+
+// WithCacheLimit keeps the cache directory under n bytes, evicting the modules used
+// least recently after each build.
+func WithCacheLimit(n int64) Option { return optionFunc(func(o *options) { o.cacheLimit = n }) }
 
 // WithGo runs the given go command instead of the one on PATH (or in GOROOT).
-func WithGo(path string) Option { return func(o *options) { o.goCmd = path } }
+func WithGo(path string) Option { return optionFunc(func(o *options) { o.goCmd = path }) }
 
 // goBuilds counts the `go build` runs of this process per plugin directory, for tests.
 var goBuilds sync.Map // string -> *atomic.Int64
@@ -68,16 +84,18 @@ type memoEntry struct {
 // cache count by path and version). A cache hit returns without running `go build`; a
 // miss builds into a temporary directory and renames the result into place, so
 // concurrent builds of the same plugin (several test binaries) are safe. Compilation
-// itself is cached by the Go build cache. Outdated entries are not removed: the cache
-// directory can be deleted at any time.
+// itself is cached by the Go build cache. The directory is kept under a size limit
+// (DefaultCacheLimit, or WithCacheLimit): after each build the modules used least
+// recently are removed, so outdated versions do not pile up. It can be deleted at any
+// time.
 //
 // Within one process the result for a directory is remembered: a second call returns
 // the first result without looking at the sources again. A failed build's error holds
 // the compiler's output.
 func Build(ctx context.Context, dir string, opts ...Option) (string, error) {
-	o := options{}
+	o := options{cacheLimit: DefaultCacheLimit}
 	for _, opt := range opts {
-		opt(&o)
+		opt.apply(&o)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -121,6 +139,8 @@ func build(ctx context.Context, dir string, o options) (string, error) {
 	}
 	out := filepath.Join(o.cacheDir, filepath.Base(dir)+"-"+key[:32]+".wasm")
 	if _, err := os.Stat(out); err == nil {
+		now := time.Now()
+		os.Chtimes(out, now, now) // used: the last to be evicted
 		return out, nil
 	}
 	if err := os.MkdirAll(o.cacheDir, 0o755); err != nil {
@@ -145,7 +165,51 @@ func build(ctx context.Context, dir string, o options) (string, error) {
 	if err := os.Rename(tmpOut, out); err != nil {
 		return "", fmt.Errorf("pluginbuild: %w", err)
 	}
+	if err := prune(o.cacheDir, o.cacheLimit, out); err != nil {
+		return "", fmt.Errorf("pluginbuild: pruning the cache: %w", err)
+	}
 	return out, nil
+}
+
+// prune removes the modules of dir used least recently (by modification time, which a
+// cache hit renews) until the rest fit in limit bytes; keep, just built, stays.
+func prune(dir string, limit int64, keep string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	type module struct {
+		path string
+		size int64
+		used time.Time
+	}
+	var mods []module
+	var total int64
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".wasm") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile by another process
+		}
+		mods = append(mods, module{filepath.Join(dir, e.Name()), info.Size(), info.ModTime()})
+		total += info.Size()
+	}
+	sort.Slice(mods, func(i, j int) bool { return mods[i].used.Before(mods[j].used) })
+	for _, m := range mods {
+		if total <= limit {
+			break
+		}
+		if m.path == keep {
+			continue
+		}
+		if err := os.Remove(m.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		total -= m.size
+	}
+	return nil
 }
 
 // wasmEnv is the environment of the go commands: this process's, for wasip1/wasm.

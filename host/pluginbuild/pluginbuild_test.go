@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // writeModule writes a standalone plugin module (no dependencies) into a temp dir.
@@ -118,5 +119,57 @@ func TestBuildErrors(t *testing.T) {
 	}
 	if _, err := Build(t.Context(), filepath.Join(t.TempDir(), "missing"), WithCacheDir(t.TempDir())); err == nil {
 		t.Error("building a missing directory succeeded")
+	}
+}
+
+// TestCacheStaysUnderItsLimit: old builds are evicted, least recently used first, so a
+// cache shared by test runs does not grow without bound.
+func TestCacheStaysUnderItsLimit(t *testing.T) {
+	cache := t.TempDir()
+	old := time.Now().Add(-time.Hour)
+	for i, name := range []string{"stale-a.wasm", "used-b.wasm", "stale-c.wasm"} {
+		p := filepath.Join(cache, name)
+		if err := os.WriteFile(p, make([]byte, 1000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(p, old.Add(time.Duration(i)*time.Minute), old.Add(time.Duration(i)*time.Minute))
+	}
+	// used-b was used most recently of the three.
+	os.Chtimes(filepath.Join(cache, "used-b.wasm"), time.Now(), time.Now())
+	dir := writeModule(t, tinyMain)
+	built, err := Build(t.Context(), dir, WithCacheDir(cache), WithCacheLimit(2500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	entries, _ := os.ReadDir(cache)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".wasm") {
+			left = append(left, e.Name())
+		}
+	}
+	// The new module is far over 2500 bytes: everything else goes but it.
+	if info.Size() > 2500 && (len(left) != 1 || left[0] != filepath.Base(built)) {
+		t.Errorf("left in the cache: %v", left)
+	}
+	// With room for the new module and one more, the most recently used stays.
+	forget(dir)
+	for _, name := range []string{"stale-a.wasm", "used-b.wasm"} {
+		os.WriteFile(filepath.Join(cache, name), make([]byte, 1000), 0o644)
+	}
+	os.Chtimes(filepath.Join(cache, "stale-a.wasm"), old, old)
+	os.Remove(built)
+	if _, err := Build(t.Context(), dir, WithCacheDir(cache), WithCacheLimit(info.Size()+1500)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "used-b.wasm")); err != nil {
+		t.Errorf("the recently used module was evicted: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "stale-a.wasm")); err == nil {
+		t.Error("the stale module was kept over the limit")
 	}
 }

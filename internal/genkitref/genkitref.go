@@ -10,8 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/terrarium-ai/terrarium/internal/testenv"
 )
 
 // Dir returns the directory holding Genkit's reference files. It looks for
@@ -37,6 +40,14 @@ func Dir() (string, error) {
 			return "", fmt.Errorf("genkitref: no go.mod above %s", wd)
 		}
 	}
+}
+
+// Require skips t (fails it in CI) when the reference files are not beside the
+// checkout: tests that use them call it first.
+func Require(t testing.TB) {
+	t.Helper()
+	_, err := Dir()
+	testenv.Need(t, "Genkit's reference files in ../shared/reference/genkit (or TERRARIUM_GENKIT_REF)", err)
 }
 
 // File reads one reference file by name, e.g. "generate.yaml".

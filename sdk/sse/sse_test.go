@@ -5,7 +5,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 )
 
 func all(t *testing.T, stream string) []Event {
@@ -46,16 +45,17 @@ func TestReader(t *testing.T) {
 func TestReaderDeliversEventsAsTheyArrive(t *testing.T) {
 	pr, pw := io.Pipe()
 	r := NewReader(pr)
+	firstRead := make(chan struct{})
 	go func() {
 		pw.Write([]byte("data: first\n\n"))
-		time.Sleep(200 * time.Millisecond)
+		<-firstRead // the second event is written only once the first was delivered
 		pw.Write([]byte("data: second\n\n"))
 		pw.Close()
 	}()
-	start := time.Now()
 	e, err := r.Next()
-	if err != nil || e.Data != "first" || time.Since(start) > 150*time.Millisecond {
-		t.Fatalf("first event %v, %v after %v", e, err, time.Since(start))
+	close(firstRead)
+	if err != nil || e.Data != "first" {
+		t.Fatalf("first event %v, %v", e, err)
 	}
 	if e, err := r.Next(); err != nil || e.Data != "second" {
 		t.Fatalf("second event %v, %v", e, err)
