@@ -38,13 +38,19 @@ type Model struct {
 }
 
 // Option configures a Model.
-type Option func(*Model)
+type Option interface {
+	apply(*Model)
+}
+
+type optionFunc func(*Model)
+
+func (f optionFunc) apply(m *Model) { f(m) }
 
 // WithInfo sets the model's info (what it claims to support).
-func WithInfo(info *abi.ModelInfo) Option { return func(m *Model) { m.info = info } }
+func WithInfo(info *abi.ModelInfo) Option { return optionFunc(func(m *Model) { m.info = info }) }
 
 // WithHandler sets the function that answers calls once the script is used up.
-func WithHandler(h Handler) Option { return func(m *Model) { m.handler = h } }
+func WithHandler(h Handler) Option { return optionFunc(func(m *Model) { m.handler = h }) }
 
 // New returns a programmable model named name ("provider/model", or any registry name)
 // without registering it. By default it supports multi-turn conversations, tools, system
@@ -55,7 +61,7 @@ func New(name string, opts ...Option) *Model {
 		Supports: &abi.ModelSupports{Multiturn: true, Tools: true, SystemRole: true, Media: true},
 	}}
 	for _, o := range opts {
-		o(m)
+		o.apply(m)
 	}
 	return m
 }
