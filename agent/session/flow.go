@@ -344,7 +344,7 @@ func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[Stat
 		}
 	}()
 	work = agent.NewSessionContext(work, sess)
-	resp := &Responder[Stream]{out: out, flow: f.desc.Name, sess: sess, endTurn: func(ctx context.Context, reason abi.FinishReason) (string, error) {
+	resp := &Responder[Stream]{out: out, sess: sess, endTurn: func(ctx context.Context, reason abi.FinishReason) (string, error) {
 		return f.endTurn(ctx, sess, reason)
 	}}
 	work = agent.WithStatusFunc(work, statusSender(resp))
@@ -488,7 +488,6 @@ func (f *SessionFlow[Stream, State]) endTurn(ctx context.Context, sess *Session[
 type Responder[Stream any] struct {
 	out     *outbox[*SessionFlowStreamChunk[Stream]]
 	ctx     context.Context
-	flow    string
 	sess    agent.AnySession
 	endTurn func(context.Context, abi.FinishReason) (string, error)
 
