@@ -206,6 +206,12 @@ func (t *turn) answer(ctx context.Context, rt *Route, s *Step) (string, error) {
 	}
 
 	fields, perr := decodeOutput(resp.Text())
+	if mode == CannedStrict {
+		id, _ := fields["response"].(string)
+		if _, ok := cannedText(in.Responses, id); !ok {
+			return "", fmt.Errorf("routes: %w: the model answered %q; the responses it may give are %s", ErrNotCanned, truncate(resp.Text(), 200), quoted(responseIDs(in.Responses)))
+		}
+	}
 	if err != nil || perr != nil {
 		if rt != nil {
 			if ferr := fieldErrors(rt, pick(fields, in.Collect)); ferr != nil {
@@ -224,7 +230,7 @@ func (t *turn) answer(ctx context.Context, rt *Route, s *Step) (string, error) {
 		}
 		t.st.DataByRoute[rt.id] = merged
 	}
-	if id, _ := fields["response"].(string); id != "" || mode == CannedStrict {
+	if id, _ := fields["response"].(string); id != "" {
 		text, ok := cannedText(in.Responses, id)
 		if !ok {
 			return "", fmt.Errorf("routes: %w: the model answered with response %q; the responses are %s", ErrNotCanned, id, quoted(responseIDs(in.Responses)))
@@ -315,4 +321,12 @@ func pick(fields map[string]any, names []string) Data {
 		}
 	}
 	return out
+}
+
+// truncate shortens text for an error message.
+func truncate(text string, n int) string {
+	if len(text) <= n {
+		return text
+	}
+	return text[:n] + "..."
 }

@@ -56,7 +56,7 @@ func (rt *Route) validate(d Data) error {
 		return nil
 	}
 	if err := rt.partial.Validate(map[string]any(d)); err != nil {
-		return fmt.Errorf("%w: route %q: %v", ErrInvalidData, rt.title, strings.TrimPrefix(err.Error(), schema.ErrInvalid.Error()+": "))
+		return fmt.Errorf("routes: %w: route %q: %v", ErrInvalidData, rt.title, strings.TrimPrefix(err.Error(), schema.ErrInvalid.Error()+": "))
 	}
 	return nil
 }

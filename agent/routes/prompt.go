@@ -100,7 +100,8 @@ type PromptInput struct {
 	// Candidates, the steps the current route may go to next when it must choose.
 	Routes     []RouteChoice
 	Candidates []StepChoice
-	// Extract lists the fields the routing call may fill from the user's message.
+	// Extract lists the routes whose data the routing call may fill from the user's
+	// message.
 	Extract []string
 }
 
@@ -337,7 +338,10 @@ func routingSection(in *PromptInput) (string, error) {
 		}
 	}
 	if len(in.Extract) > 0 {
-		fmt.Fprintf(&b, "\n\n## Data\nKnown: %s\nIn the \"data\" field, give the values of %s that the user stated; leave out what they did not say.", asJSON(in.Data), strings.Join(in.Extract, ", "))
+		b.WriteString("\n\n## Data\nIn the \"data\" field, by route id, give the values of the route's fields that the user stated; leave out what they did not say. Never invent a value.")
+		if in.Route != nil && len(in.Data) > 0 {
+			fmt.Fprintf(&b, "\nKnown for %s: %s", in.Route.id, asJSON(in.Data))
+		}
 	}
 	return b.String(), nil
 }

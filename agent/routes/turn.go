@@ -40,6 +40,7 @@ type turn struct {
 type decision struct {
 	scores map[string]float64
 	step   string
+	data   map[string]Data
 }
 
 
@@ -94,6 +95,13 @@ func (a *Agent) respond(ctx context.Context, in RespondInput, emit func(string) 
 	} else if rt == nil && cur == nil && t.st.CurrentRoute != nil {
 		t.st.exit(t.now, false) // a completed route is left
 	}
+	if rt != nil && len(dec.data[rt.id]) > 0 {
+		merged, err := rt.merge(t.st.DataByRoute[rt.id], dec.data[rt.id])
+		if err != nil {
+			return nil, err
+		}
+		t.st.DataByRoute[rt.id] = merged
+	}
 
 	var step *Step
 	if rt != nil {
@@ -127,23 +135,18 @@ func (t *turn) current() *Route {
 
 // decide makes the routing call when there is something to decide: which route fits
 // (several routes), which step comes next (several candidates). The same call extracts
-// the current route's data from the user's message, so that traversal sees it.
+// the data the user's message gives for each route, so that traversal sees it; only
+// the chosen route's is merged, once the route is entered.
 func (t *turn) decide(ctx context.Context, cur *Route) (decision, error) {
 	var dec decision
 	multi := len(t.a.routes) > 1
+	// The step after the current one is chosen now when it may have to be: the
+	// user's message may well complete the step (the data this call extracts).
 	var cands []StepChoice
 	if cur != nil {
-		from := cur.Step(stepID0(t.st))
-		data := t.st.DataByRoute[cur.id]
-		if from != nil {
-			done, err := done(from, data)
-			if err != nil {
-				return dec, err
-			}
-			if done {
-				if cands, err = candidates(from, data); err != nil {
-					return dec, err
-				}
+		if from := cur.Step(stepID0(t.st)); from != nil && len(from.transitions) > 1 {
+			for _, tr := range from.transitions {
+				cands = append(cands, StepChoice{Step: tr.to, Condition: tr.condition})
 			}
 		}
 	}
@@ -151,23 +154,39 @@ func (t *turn) decide(ctx context.Context, cur *Route) (decision, error) {
 	if !multi && !choose {
 		return dec, nil
 	}
-	in, err := t.promptInput(cur, nil)
+	var at *Step
+	if cur != nil {
+		at = cur.Step(stepID0(t.st))
+	}
+	in, err := t.promptInput(cur, at)
 	if err != nil {
 		return dec, err
 	}
 	props := map[string]any{}
 	var required []string
+	extract := map[string]any{}
+	for _, rt := range t.a.routes {
+		if !multi && rt != cur {
+			continue
+		}
+		if multi {
+			conds, err := RenderTemplates(rt.conditions, t.vars, t.a.missing)
+			if err != nil {
+				return dec, fmt.Errorf("routes: route %q: conditions: %w", rt.title, err)
+			}
+			in.Routes = append(in.Routes, RouteChoice{Route: rt, Conditions: conds})
+		}
+		if rt.schema != nil {
+			fields := slices.Sorted(maps.Keys(rt.properties()))
+			extract[rt.id] = map[string]any{"type": "object", "properties": nullable(rt, fields), "additionalProperties": false}
+		}
+	}
 	if multi {
 		scores := map[string]any{}
 		ids := make([]string, len(t.a.routes))
 		for i, rt := range t.a.routes {
 			ids[i] = rt.id
 			scores[rt.id] = map[string]any{"type": "number", "minimum": 0, "maximum": 100}
-			conds, err := RenderTemplates(rt.conditions, t.vars, t.a.missing)
-			if err != nil {
-				return dec, fmt.Errorf("routes: route %q: conditions: %w", rt.title, err)
-			}
-			in.Routes = append(in.Routes, RouteChoice{Route: rt, Conditions: conds})
 		}
 		props["routes"] = map[string]any{"type": "object", "properties": scores, "required": ids, "additionalProperties": false}
 		required = append(required, "routes")
@@ -177,9 +196,9 @@ func (t *turn) decide(ctx context.Context, cur *Route) (decision, error) {
 		required = append(required, "step")
 		in.Candidates = cands
 	}
-	if cur != nil && cur.schema != nil {
-		in.Extract = slices.Sorted(maps.Keys(cur.properties()))
-		props["data"] = map[string]any{"type": "object", "properties": nullable(cur, in.Extract), "additionalProperties": false}
+	if len(extract) > 0 {
+		props["data"] = map[string]any{"type": "object", "properties": extract, "additionalProperties": false}
+		in.Extract = slices.Sorted(maps.Keys(extract))
 	}
 	system, err := t.a.build(in, routingSections)
 	if err != nil {
@@ -190,32 +209,29 @@ func (t *turn) decide(ctx context.Context, cur *Route) (decision, error) {
 	var raw struct {
 		Routes map[string]float64 `json:"routes"`
 		Step   string             `json:"step"`
-		Data   Data               `json:"data"`
+		Data   map[string]Data    `json:"data"`
 	}
 	if resp != nil && resp.Message != nil {
 		if perr := resp.Message.Output(&raw); perr != nil && err == nil {
-			err = fmt.Errorf("routes: routing: %w: %v", agent.ErrInvalidOutput, perr)
+			err = fmt.Errorf("%w: %v", agent.ErrInvalidOutput, perr)
 		}
 	}
 	if err != nil {
-		if cur != nil && errors.Is(err, agent.ErrInvalidOutput) {
-			if derr := fieldErrors(cur, raw.Data); derr != nil {
+		if errors.Is(err, agent.ErrInvalidOutput) {
+			var errs []error
+			for _, rt := range t.a.routes {
+				errs = append(errs, fieldErrors(rt, raw.Data[rt.id]))
+			}
+			if derr := errors.Join(errs...); derr != nil {
 				return dec, derr
 			}
 		}
 		return dec, fmt.Errorf("routes: routing: %w", err)
 	}
-	if cur != nil && len(raw.Data) > 0 {
-		merged, err := cur.merge(t.st.DataByRoute[cur.id], raw.Data)
-		if err != nil {
-			return dec, err
-		}
-		t.st.DataByRoute[cur.id] = merged
-	}
 	if choose {
 		t.asked[cur] = true
 	}
-	dec.scores, dec.step = raw.Routes, raw.Step
+	dec.scores, dec.step, dec.data = raw.Routes, raw.Step, raw.Data
 	return dec, nil
 }
 
@@ -370,9 +386,9 @@ func (t *turn) advance(ctx context.Context, rt *Route, s *Step, chosen string, v
 	return t.land(ctx, rt, next, visited)
 }
 
-// land arrives at s: EndRoute completes the route; a step to skip, an empty step or a
-// tool-only step is passed through (its tool run); any other step is where the
-// conversation answers.
+// land arrives at s: EndRoute completes the route; a step to skip, an empty step, a
+// tool-only step (its tool run) and a step whose fields are all known already are
+// passed through; any other step is where the conversation answers.
 func (t *turn) land(ctx context.Context, rt *Route, s *Step, visited map[*Step]bool) (*Step, bool, error) {
 	if s == EndRoute {
 		return nil, true, nil
@@ -398,7 +414,8 @@ func (t *turn) land(ctx context.Context, rt *Route, s *Step, visited map[*Step]b
 			return t.advance(ctx, rt, s, "", visited)
 		}
 	}
-	if s.empty() {
+	if s.empty() || len(s.collect) > 0 && len(missing(t.st.DataByRoute[rt.id], s.collect)) == 0 {
+		// Nothing to do here, or nothing left to ask: the step is done on arrival.
 		return t.advance(ctx, rt, s, "", visited)
 	}
 	return s, false, nil
