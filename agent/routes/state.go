@@ -12,9 +12,9 @@ import (
 // it lives in every snapshot. Its JSON form is stable, for storing it anywhere.
 type State struct {
 	// ID is the application's identifier for the conversation, if any.
-	ID           string         `json:"id,omitempty"`
-	CurrentRoute *RouteRef      `json:"currentRoute,omitempty"`
-	CurrentStep  *StepRef       `json:"currentStep,omitempty"`
+	ID           string          `json:"id,omitempty"`
+	CurrentRoute *RouteRef       `json:"currentRoute,omitempty"`
+	CurrentStep  *StepRef        `json:"currentStep,omitempty"`
 	DataByRoute  map[string]Data `json:"dataByRoute,omitempty"`
 	// StepByRoute is the step each route was at when the conversation left it, so that
 	// coming back resumes it there.

@@ -43,7 +43,6 @@ type decision struct {
 	data   map[string]Data
 }
 
-
 // ready waits until the definition is valid and holds it unchanged for the turn.
 func (a *Agent) ready() (unlock func(), err error) {
 	for {
