@@ -382,3 +382,6 @@ func (a *Agent) validate() error {
 	a.checked = true
 	return nil
 }
+
+// Registry returns the registry the agent's models and tools come from.
+func (a *Agent) Registry() *agent.Registry { return a.reg }

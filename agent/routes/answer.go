@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
@@ -206,11 +207,8 @@ func (t *turn) answer(ctx context.Context, rt *Route, s *Step) (string, error) {
 	}
 
 	fields, perr := decodeOutput(resp.Text())
-	if mode == CannedStrict {
-		id, _ := fields["response"].(string)
-		if _, ok := cannedText(in.Responses, id); !ok {
-			return "", fmt.Errorf("routes: %w: the model answered %q; the responses it may give are %s", ErrNotCanned, truncate(resp.Text(), 200), quoted(responseIDs(in.Responses)))
-		}
+	notCanned := func() error {
+		return fmt.Errorf("routes: %w: the model answered %q; the responses it may give are %s", ErrNotCanned, truncate(resp.Text(), 200), quoted(responseIDs(in.Responses)))
 	}
 	if err != nil || perr != nil {
 		if rt != nil {
@@ -218,10 +216,16 @@ func (t *turn) answer(ctx context.Context, rt *Route, s *Step) (string, error) {
 				return "", ferr
 			}
 		}
+		if mode == CannedStrict {
+			return "", notCanned() // free text, or a response not offered
+		}
 		if err == nil {
 			err = fmt.Errorf("routes: %w: %v", agent.ErrInvalidOutput, perr)
 		}
 		return "", err
+	}
+	if id, _ := fields["response"].(string); mode == CannedStrict && id == "" {
+		return "", notCanned()
 	}
 	if rt != nil && len(in.Collect) > 0 {
 		merged, err := rt.merge(in.Data, pick(fields, in.Collect))
@@ -327,6 +331,9 @@ func pick(fields map[string]any, names []string) Data {
 func truncate(text string, n int) string {
 	if len(text) <= n {
 		return text
+	}
+	for n > 0 && !utf8.RuneStart(text[n]) {
+		n--
 	}
 	return text[:n] + "..."
 }
