@@ -431,18 +431,30 @@ func (s *Step) next(spec StepSpec) (*Step, error) {
 		s.transitions = append(s.transitions, transition{to: spec.Step, condition: spec.Condition})
 		return spec.Step, nil
 	}
-	to := &Step{route: rt, id: spec.ID}
-	if err := to.set(spec, true); err != nil {
-		return nil, err
-	}
-	if to.id == "" {
-		to.id = stepID(rt.id, to.description, len(rt.steps))
-	}
-	if err := rt.add(to); err != nil {
+	to, err := rt.newStep(spec)
+	if err != nil {
 		return nil, err
 	}
 	s.transitions = append(s.transitions, transition{to: to, condition: spec.Condition})
 	return to, nil
+}
+
+// newStep adds a step made from spec to the route, with no transition to it yet.
+func (rt *Route) newStep(spec StepSpec) (*Step, error) {
+	if spec.ID == EndRouteID {
+		return nil, invalid("route %q: %q is the ID of the route's end", rt.title, EndRouteID)
+	}
+	s := &Step{route: rt, id: spec.ID}
+	if err := s.set(spec, true); err != nil {
+		return nil, err
+	}
+	if s.id == "" {
+		s.id = stepID(rt.id, s.description, len(rt.steps))
+	}
+	if err := rt.add(s); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // set applies the step fields of spec; all replaces every field, else only those set.
