@@ -223,7 +223,7 @@ func activeRouteSection(in *PromptInput) (string, error) {
 	if in.Route.description != "" {
 		fmt.Fprintf(&b, "\n%s", in.Route.description)
 	}
-	fmt.Fprintf(&b, "\nSteps:\n%s", strings.TrimSuffix(stepsList(in.Route), "\n"))
+	fmt.Fprintf(&b, "\nSteps:\n%s", in.Route.stepsText)
 	if in.Step != nil {
 		fmt.Fprintf(&b, "\nCurrent step: %s", in.Step.id)
 		if in.StepPrompt != "" {
@@ -236,15 +236,15 @@ func activeRouteSection(in *PromptInput) (string, error) {
 	return b.String(), nil
 }
 
+// stepsList describes the route's steps for the prompt (empty steps left out).
 func stepsList(rt *Route) string {
-	var b strings.Builder
+	var lines []string
 	for _, s := range rt.steps {
-		if s.empty() {
-			continue
+		if !s.empty() {
+			lines = append(lines, "- "+s.describe())
 		}
-		fmt.Fprintf(&b, "- %s\n", s.describe())
 	}
-	return b.String()
+	return strings.Join(lines, "\n")
 }
 
 func rulesSection(in *PromptInput) (string, error) {

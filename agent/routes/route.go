@@ -73,6 +73,8 @@ type Route struct {
 	initial     *Step
 	steps       []*Step // in the order they were defined, the initial step first
 	responses   []CannedResponse
+	// stepsText describes the steps for prompts, written once the route is checked.
+	stepsText string
 }
 
 // RouteID returns the deterministic ID of a route titled title: a slug of the title
@@ -582,6 +584,7 @@ func (rt *Route) check() error {
 			return invalid("route %q: steps %s form a cycle with no way out (no transition leaves it for another step or END_ROUTE)", rt.title, quoted(ids))
 		}
 	}
+	rt.stepsText = stepsList(rt)
 	return nil
 }
 
