@@ -134,30 +134,24 @@ func TestStepTool(t *testing.T) {
 		}
 		return calcOut{Value: 30, Expression: in.Expression}, nil
 	})
-	var runs [][]*routes.Response
-	for _, w := range ways {
-		t.Run(w.name, func(t *testing.T) {
-			a, m, _ := newAgent(t)
-			billRoute(a, calc)
-			c := converse(t, a, w)
-			reply(m, map[string]any{"message": "What is the sum?", "expression": "120/4"})
-			c.say("Split 120 between 4 of us")
-			reply(m, "That's 30 each.")
-			res := c.say("go ahead")
-			if res.Session.CurrentStep.ID != "report" || res.Session.Data()["value"] != 30.0 {
-				t.Fatalf("step %q, data %v", res.Session.CurrentStep.ID, res.Session.Data())
-			}
-			if len(res.ToolCalls) != 1 || res.ToolCalls[0].ToolName != "calc" {
-				t.Errorf("tool calls %+v", res.ToolCalls)
-			}
-			sys := systemOf(m.LastRequest())
-			if !strings.Contains(sys, `Tool calc returned: {"expression":"120/4","value":30}`) || !strings.Contains(sys, "Do now: Tell each person's share: 30") {
-				t.Errorf("the tool's result is not in the prompt:\n%s", sys)
-			}
-			runs = append(runs, c.results)
-		})
-	}
-	if len(runs) == 2 {
-		sameResults(t, runs[0], runs[1])
-	}
+	bothWays(t, func(t *testing.T, w way) *conversation {
+		a, m, _ := newAgent(t)
+		billRoute(a, calc)
+		c := converse(t, a, w)
+		reply(m, map[string]any{"message": "What is the sum?", "expression": "120/4"})
+		c.say("Split 120 between 4 of us")
+		reply(m, "That's 30 each.")
+		res := c.say("go ahead")
+		if res.Session.CurrentStep.ID != "report" || res.Session.Data()["value"] != 30.0 {
+			t.Fatalf("step %q, data %v", res.Session.CurrentStep.ID, res.Session.Data())
+		}
+		if len(res.ToolCalls) != 1 || res.ToolCalls[0].ToolName != "calc" {
+			t.Errorf("tool calls %+v", res.ToolCalls)
+		}
+		sys := systemOf(m.LastRequest())
+		if !strings.Contains(sys, `Tool calc returned: {"expression":"120/4","value":30}`) || !strings.Contains(sys, "Do now: Tell each person's share: 30") {
+			t.Errorf("the tool's result is not in the prompt:\n%s", sys)
+		}
+		return c
+	})
 }

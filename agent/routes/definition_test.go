@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/routes"
 )
 
@@ -138,5 +140,38 @@ func TestConfigure(t *testing.T) {
 	}
 	if err := panics(func() { rt.InitialStep().Configure(routes.StepSpec{Collect: []string{"phone"}}) }); !errors.Is(err, routes.ErrInvalidDefinition) {
 		t.Errorf("configure with an unknown field: %v", err)
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	r := agent.NewRegistry()
+	for name, opt := range map[string]routes.Option{
+		"an output option":     routes.WithGenerateOpts(agent.WithOutputFormat("json")),
+		"messages":             routes.WithGenerateOpts(agent.WithMessages(abi.NewUserTextMessage("hi"))),
+		"a margin over 100":    routes.WithRoutingMargin(120),
+		"a negative min score": routes.WithMinRouteScore(-1),
+		"an unknown mode":      routes.WithComposition("creative"),
+		"a context not object": routes.WithContext([]string{"a"}),
+	} {
+		if err := panics(func() { routes.New(r, "a", opt) }); !errors.Is(err, agent.ErrInvalidOption) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestSkippedStepsThatLoop: steps that skip each other in a cycle (which has a way
+// out, so the definition is valid) must not send traversal round forever.
+func TestSkippedStepsThatLoop(t *testing.T) {
+	a, m, _ := newAgent(t)
+	rt := a.CreateRoute(routes.RouteOptions{Title: "Loop", Schema: routes.SchemaFor[Onboarding](), InitialData: routes.Data{"name": "Ann"}})
+	first := rt.InitialStep().NextStep(routes.StepSpec{ID: "a", Prompt: "A", SkipIf: has("name")})
+	second := first.NextStep(routes.StepSpec{ID: "b", Prompt: "B", SkipIf: has("name"), Condition: "the user wants B"})
+	first.NextStep(routes.StepSpec{Step: routes.EndRoute, Condition: "the user is done"})
+	second.NextStep(routes.StepSpec{Step: first})
+	reply(m, map[string]any{"step": "b"})
+	reply(m, "Here is A.")
+	res := converse(t, a, ways[0]).say("hi")
+	if res.Session.CurrentStep.ID != "a" || res.Message != "Here is A." {
+		t.Errorf("step %q, message %q", res.Session.CurrentStep.ID, res.Message)
 	}
 }

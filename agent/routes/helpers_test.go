@@ -115,6 +115,19 @@ func (c *conversation) try(text string) (*routes.Response, error) {
 	return r, nil
 }
 
+// bothWays runs a scenario with Respond and with RespondStream, and fails unless both
+// gave the same responses.
+func bothWays(t *testing.T, scenario func(t *testing.T, w way) *conversation) {
+	t.Helper()
+	var runs [][]*routes.Response
+	for _, w := range ways {
+		t.Run(w.name, func(t *testing.T) { runs = append(runs, scenario(t, w).results) })
+	}
+	if len(runs) == len(ways) {
+		sameResults(t, runs[0], runs[1])
+	}
+}
+
 // sameResults fails unless two runs of a scenario gave equal responses.
 func sameResults(t *testing.T, a, b []*routes.Response) {
 	t.Helper()

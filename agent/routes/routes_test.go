@@ -90,52 +90,46 @@ func TestOnboardingCompletesAtOnceWhenPreFilled(t *testing.T) {
 }
 
 func TestOnboardingTurnByTurn(t *testing.T) {
-	var runs [][]*routes.Response
-	for _, w := range ways {
-		t.Run(w.name, func(t *testing.T) {
-			a, m, _ := newAgent(t)
-			onboarding(a, nil, true)
-			c := converse(t, a, w)
-			type turn struct {
-				say, step string
-				answer    any
-				collect   []string
+	bothWays(t, func(t *testing.T, w way) *conversation {
+		a, m, _ := newAgent(t)
+		onboarding(a, nil, true)
+		c := converse(t, a, w)
+		type turn struct {
+			say, step string
+			answer    any
+			collect   []string
+		}
+		for i, tt := range []turn{
+			{"Hi", "ask_name", map[string]any{"message": "Hello! What's your name?", "name": nil}, []string{"message", "name"}},
+			{"I'm Ann", "ask_name", map[string]any{"message": "Thanks Ann! And your email?", "name": "Ann"}, []string{"message", "name"}},
+			{"ann@example.com", "ask_email", map[string]any{"message": "Got it.", "email": "ann@example.com"}, []string{"email", "message"}},
+			{"great", "complete", "All done! Thank you.", nil},
+		} {
+			reply(m, tt.answer)
+			res := c.say(tt.say)
+			if res.Session.CurrentStep.ID != tt.step {
+				t.Fatalf("turn %d: step %q, want %q", i, res.Session.CurrentStep.ID, tt.step)
 			}
-			for i, tt := range []turn{
-				{"Hi", "ask_name", map[string]any{"message": "Hello! What's your name?", "name": nil}, []string{"message", "name"}},
-				{"I'm Ann", "ask_name", map[string]any{"message": "Thanks Ann! And your email?", "name": "Ann"}, []string{"message", "name"}},
-				{"ann@example.com", "ask_email", map[string]any{"message": "Got it.", "email": "ann@example.com"}, []string{"email", "message"}},
-				{"great", "complete", "All done! Thank you.", nil},
-			} {
-				reply(m, tt.answer)
-				res := c.say(tt.say)
-				if res.Session.CurrentStep.ID != tt.step {
-					t.Fatalf("turn %d: step %q, want %q", i, res.Session.CurrentStep.ID, tt.step)
-				}
-				req := m.LastRequest()
-				if props := outputProps(req); !slices.Equal(sorted(props), tt.collect) {
-					t.Errorf("turn %d: output fields %v, want %v", i, props, tt.collect)
-				}
-				if len(m.Requests()) != i+1 {
-					t.Errorf("turn %d: %d model calls so far, want one a turn", i, len(m.Requests()))
-				}
+			req := m.LastRequest()
+			if props := outputProps(req); !slices.Equal(sorted(props), tt.collect) {
+				t.Errorf("turn %d: output fields %v, want %v", i, props, tt.collect)
 			}
-			res := c.say("bye")
-			if !res.RouteComplete || res.Message != "" || len(m.Requests()) != 4 {
-				t.Errorf("the turn after the last step: %+v, %d calls", res, len(m.Requests()))
+			if len(m.Requests()) != i+1 {
+				t.Errorf("turn %d: %d model calls so far, want one a turn", i, len(m.Requests()))
 			}
-			if got := c.state.Data(); got["name"] != "Ann" || got["email"] != "ann@example.com" {
-				t.Errorf("data %v", got)
-			}
-			if !strings.Contains(systemOf(m.Requests()[0]), "Do now: What's your name?") {
-				t.Errorf("the step's prompt is not in the system prompt:\n%s", systemOf(m.Requests()[0]))
-			}
-			runs = append(runs, c.results)
-		})
-	}
-	if len(runs) == 2 {
-		sameResults(t, runs[0], runs[1])
-	}
+		}
+		res := c.say("bye")
+		if !res.RouteComplete || res.Message != "" || len(m.Requests()) != 4 {
+			t.Errorf("the turn after the last step: %+v, %d calls", res, len(m.Requests()))
+		}
+		if got := c.state.Data(); got["name"] != "Ann" || got["email"] != "ann@example.com" {
+			t.Errorf("data %v", got)
+		}
+		if !strings.Contains(systemOf(m.Requests()[0]), "Do now: What's your name?") {
+			t.Errorf("the step's prompt is not in the system prompt:\n%s", systemOf(m.Requests()[0]))
+		}
+		return c
+	})
 }
 
 func sorted(s []string) []string {
@@ -168,37 +162,31 @@ func TestRequiresHoldsAStepBack(t *testing.T) {
 }
 
 func TestSkipIfFromExtractedDataCompletesTheRoute(t *testing.T) {
-	var runs [][]*routes.Response
-	for _, w := range ways {
-		t.Run(w.name, func(t *testing.T) {
-			a, m, _ := newAgent(t)
-			flightRoute(a)
-			hotelRoute(a)
-			reply(m, map[string]any{
-				"routes": map[string]any{"flight": 95, "hotel": 5},
-				"data":   map[string]any{"flight": map[string]any{"destination": "Paris", "departureDate": "2025-07-01", "passengers": 2}},
-			})
-			c := converse(t, a, w)
-			res := c.say("Book me a flight to Paris on July 1st for two")
-			if !res.RouteComplete || res.Message != "" {
-				t.Fatalf("every step skipped: want the route complete, got %+v", res)
-			}
-			if n := len(m.Requests()); n != 1 {
-				t.Errorf("%d model calls, want only the routing call", n)
-			}
-			d, _ := routes.DataAs[Flight](res.Session.DataFor("flight"))
-			if d != (Flight{Destination: "Paris", DepartureDate: "2025-07-01", Passengers: 2}) {
-				t.Errorf("data %+v", d)
-			}
-			if res.Session.DataFor("hotel") != nil {
-				t.Errorf("a route not chosen got data: %v", res.Session.DataFor("hotel"))
-			}
-			runs = append(runs, c.results)
+	bothWays(t, func(t *testing.T, w way) *conversation {
+		a, m, _ := newAgent(t)
+		flightRoute(a)
+		hotelRoute(a)
+		reply(m, map[string]any{
+			"routes": map[string]any{"flight": 95, "hotel": 5},
+			"data":   map[string]any{"flight": map[string]any{"destination": "Paris", "departureDate": "2025-07-01", "passengers": 2}},
 		})
-	}
-	if len(runs) == 2 {
-		sameResults(t, runs[0], runs[1])
-	}
+		c := converse(t, a, w)
+		res := c.say("Book me a flight to Paris on July 1st for two")
+		if !res.RouteComplete || res.Message != "" {
+			t.Fatalf("every step skipped: want the route complete, got %+v", res)
+		}
+		if n := len(m.Requests()); n != 1 {
+			t.Errorf("%d model calls, want only the routing call", n)
+		}
+		d, _ := routes.DataAs[Flight](res.Session.DataFor("flight"))
+		if d != (Flight{Destination: "Paris", DepartureDate: "2025-07-01", Passengers: 2}) {
+			t.Errorf("data %+v", d)
+		}
+		if res.Session.DataFor("hotel") != nil {
+			t.Errorf("a route not chosen got data: %v", res.Session.DataFor("hotel"))
+		}
+		return c
+	})
 }
 
 func TestInvalidDataIsRefusedAndNotMerged(t *testing.T) {

@@ -17,65 +17,59 @@ func scores(flight, hotel float64) map[string]any {
 }
 
 func TestChangeOfMindKeepsTheFirstRoutesData(t *testing.T) {
-	var runs [][]*routes.Response
-	for _, w := range ways {
-		t.Run(w.name, func(t *testing.T) {
-			a, m, _ := newAgent(t)
-			flightRoute(a)
-			hotelRoute(a)
-			c := converse(t, a, w)
+	bothWays(t, func(t *testing.T, w way) *conversation {
+		a, m, _ := newAgent(t)
+		flightRoute(a)
+		hotelRoute(a)
+		c := converse(t, a, w)
 
-			reply(m, map[string]any{"routes": scores(90, 10), "data": map[string]any{"flight": map[string]any{"destination": "Paris"}}})
-			reply(m, map[string]any{"message": "When do you want to leave?", "departureDate": nil})
-			res := c.say("I want to fly to Paris")
-			if res.Session.CurrentRoute.ID != "flight" || res.Session.CurrentStep.ID != "ask_dates" {
-				t.Fatalf("turn 1: %+v %+v", res.Session.CurrentRoute, res.Session.CurrentStep)
-			}
-			if len(m.Requests()) != 2 {
-				t.Errorf("turn 1: %d model calls, want 2 (routing, answer)", len(m.Requests()))
-			}
+		reply(m, map[string]any{"routes": scores(90, 10), "data": map[string]any{"flight": map[string]any{"destination": "Paris"}}})
+		reply(m, map[string]any{"message": "When do you want to leave?", "departureDate": nil})
+		res := c.say("I want to fly to Paris")
+		if res.Session.CurrentRoute.ID != "flight" || res.Session.CurrentStep.ID != "ask_dates" {
+			t.Fatalf("turn 1: %+v %+v", res.Session.CurrentRoute, res.Session.CurrentStep)
+		}
+		if len(m.Requests()) != 2 {
+			t.Errorf("turn 1: %d model calls, want 2 (routing, answer)", len(m.Requests()))
+		}
 
-			reply(m, map[string]any{"routes": scores(30, 90), "data": map[string]any{"hotel": map[string]any{"city": "Rome"}, "flight": map[string]any{"destination": "Rome"}}})
-			reply(m, map[string]any{"message": "How many nights in Rome?", "nights": nil})
-			res = c.say("Actually, I changed my mind: a hotel in Rome instead")
-			if res.Session.CurrentRoute.ID != "hotel" || res.Session.CurrentStep.ID != "ask_nights" {
-				t.Fatalf("turn 2: %+v %+v", res.Session.CurrentRoute, res.Session.CurrentStep)
-			}
-			if got := res.Session.DataFor("flight"); got["destination"] != "Paris" || len(got) != 1 {
-				t.Errorf("turn 2: the flight's data %v, want it kept as it was", got)
-			}
-			if got := res.Session.Data(); got["city"] != "Rome" {
-				t.Errorf("turn 2: hotel data %v", got)
-			}
+		reply(m, map[string]any{"routes": scores(30, 90), "data": map[string]any{"hotel": map[string]any{"city": "Rome"}, "flight": map[string]any{"destination": "Rome"}}})
+		reply(m, map[string]any{"message": "How many nights in Rome?", "nights": nil})
+		res = c.say("Actually, I changed my mind: a hotel in Rome instead")
+		if res.Session.CurrentRoute.ID != "hotel" || res.Session.CurrentStep.ID != "ask_nights" {
+			t.Fatalf("turn 2: %+v %+v", res.Session.CurrentRoute, res.Session.CurrentStep)
+		}
+		if got := res.Session.DataFor("flight"); got["destination"] != "Paris" || len(got) != 1 {
+			t.Errorf("turn 2: the flight's data %v, want it kept as it was", got)
+		}
+		if got := res.Session.Data(); got["city"] != "Rome" {
+			t.Errorf("turn 2: hotel data %v", got)
+		}
 
-			reply(m, map[string]any{"routes": scores(10, 95), "data": map[string]any{"hotel": map[string]any{"nights": 3}}})
-			res = c.say("3 nights")
-			if !res.RouteComplete || res.Message != "" {
-				t.Fatalf("turn 3: want the hotel route complete, got %+v", res)
-			}
+		reply(m, map[string]any{"routes": scores(10, 95), "data": map[string]any{"hotel": map[string]any{"nights": 3}}})
+		res = c.say("3 nights")
+		if !res.RouteComplete || res.Message != "" {
+			t.Fatalf("turn 3: want the hotel route complete, got %+v", res)
+		}
 
-			reply(m, map[string]any{"routes": scores(90, 20)})
-			reply(m, map[string]any{"message": "Back to Paris: when do you leave?", "departureDate": nil})
-			res = c.say("Now, about that flight")
-			if res.Session.CurrentRoute.ID != "flight" || res.Session.CurrentStep.ID != "ask_dates" {
-				t.Fatalf("turn 4: the flight must resume where it was, got %+v %+v", res.Session.CurrentRoute, res.Session.CurrentStep)
-			}
-			if got := res.Session.Data(); got["destination"] != "Paris" {
-				t.Errorf("turn 4: flight data %v", got)
-			}
-			var visits []string
-			for _, v := range res.Session.RouteHistory {
-				visits = append(visits, v.RouteID+map[bool]string{true: "+", false: "-"}[v.Completed]+map[bool]string{true: "", false: "/exited"}[v.ExitedAt == nil])
-			}
-			if want := []string{"flight-/exited", "hotel+/exited", "flight-"}; !slices.Equal(visits, want) {
-				t.Errorf("route history %v, want %v", visits, want)
-			}
-			runs = append(runs, c.results)
-		})
-	}
-	if len(runs) == 2 {
-		sameResults(t, runs[0], runs[1])
-	}
+		reply(m, map[string]any{"routes": scores(90, 20)})
+		reply(m, map[string]any{"message": "Back to Paris: when do you leave?", "departureDate": nil})
+		res = c.say("Now, about that flight")
+		if res.Session.CurrentRoute.ID != "flight" || res.Session.CurrentStep.ID != "ask_dates" {
+			t.Fatalf("turn 4: the flight must resume where it was, got %+v %+v", res.Session.CurrentRoute, res.Session.CurrentStep)
+		}
+		if got := res.Session.Data(); got["destination"] != "Paris" {
+			t.Errorf("turn 4: flight data %v", got)
+		}
+		var visits []string
+		for _, v := range res.Session.RouteHistory {
+			visits = append(visits, v.RouteID+map[bool]string{true: "+", false: "-"}[v.Completed]+map[bool]string{true: "", false: "/exited"}[v.ExitedAt == nil])
+		}
+		if want := []string{"flight-/exited", "hotel+/exited", "flight-"}; !slices.Equal(visits, want) {
+			t.Errorf("route history %v, want %v", visits, want)
+		}
+		return c
+	})
 }
 
 func TestRoutingMargin(t *testing.T) {

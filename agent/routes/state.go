@@ -138,14 +138,7 @@ func (s *State) exit(now time.Time, completed bool) {
 	if s.CurrentRoute == nil {
 		return
 	}
-	for i := len(s.RouteHistory) - 1; i >= 0; i-- {
-		v := &s.RouteHistory[i]
-		if v.RouteID == s.CurrentRoute.ID && v.ExitedAt == nil {
-			t := now
-			v.ExitedAt, v.Completed = &t, completed
-			break
-		}
-	}
+	s.closeVisit(now, completed)
 	if s.CurrentStep != nil {
 		s.StepByRoute[s.CurrentRoute.ID] = s.CurrentStep.ID
 	}
@@ -166,12 +159,16 @@ func (s *State) moveTo(st *Step, now time.Time) {
 func (s *State) complete(now time.Time) {
 	s.CurrentStep = &StepRef{ID: EndRouteID, Description: EndRoute.description, EnteredAt: now}
 	s.StepByRoute[s.CurrentRoute.ID] = EndRouteID
+	s.closeVisit(now, true)
+}
+
+// closeVisit records the end of the current route's open visit.
+func (s *State) closeVisit(now time.Time, completed bool) {
 	for i := len(s.RouteHistory) - 1; i >= 0; i-- {
 		v := &s.RouteHistory[i]
 		if v.RouteID == s.CurrentRoute.ID && v.ExitedAt == nil {
-			t := now
-			v.ExitedAt, v.Completed = &t, true
-			break
+			v.ExitedAt, v.Completed = &now, completed
+			return
 		}
 	}
 }
