@@ -270,8 +270,13 @@ func TestDomainRestrictionHidesTools(t *testing.T) {
 		t.Run(w.name, func(t *testing.T) {
 			a, c, script := setup(t)
 			c.way = w
-			script(map[string]any{"message": "Where to?"})
-			c.say("hi")
+			// A tool of a domain the route may use runs, and shows among the calls.
+			script(abi.NewToolRequestPart(&abi.ToolRequest{Name: "forecast", Ref: "f1", Input: map[string]any{"city": "Oslo"}}))
+			script(map[string]any{"message": "Sunny in Oslo. Where to?"})
+			res := c.say("hi, how is the weather in Oslo?")
+			if len(res.ToolCalls) != 1 || res.ToolCalls[0].ToolName != "forecast" || res.ToolCalls[0].Result != "sunny" || res.Message != "Sunny in Oslo. Where to?" {
+				t.Errorf("an allowed tool: %+v, %q", res.ToolCalls, res.Message)
+			}
 
 			// The model asks for a tool of a domain the route may not use: refused on
 			// both paths, and the tool never runs.

@@ -284,10 +284,12 @@ func (t *turn) chooseRoute(cur *Route, dec decision) *Route {
 	case 0:
 		return nil
 	case 1:
-		if t.st.RouteComplete() {
-			return nil
+		// With no routing call to ask, a completed route is not started again: the
+		// application decides what follows it.
+		if only := t.a.routes[0]; t.st.StepByRoute[only.id] != EndRouteID {
+			return only
 		}
-		return t.a.routes[0]
+		return nil
 	}
 	best := t.a.routes[0]
 	for _, rt := range t.a.routes[1:] {
@@ -321,7 +323,7 @@ func done(s *Step, d Data) (bool, error) {
 
 // candidates lists where a step may lead: its transitions whose target's requires are
 // known (EndRoute always may be reached).
-func candidates(s *Step, d Data) ([]StepChoice, error) {
+func candidates(s *Step, d Data) []StepChoice {
 	var out []StepChoice
 	for _, tr := range s.transitions {
 		if tr.to != EndRoute && len(missing(d, tr.to.requires)) > 0 {
@@ -329,7 +331,7 @@ func candidates(s *Step, d Data) ([]StepChoice, error) {
 		}
 		out = append(out, StepChoice{Step: tr.to, Condition: tr.condition})
 	}
-	return out, nil
+	return out
 }
 
 // traverse finds the step the conversation answers at in rt: it stays at the current
@@ -352,10 +354,7 @@ func (t *turn) traverse(ctx context.Context, rt *Route, chosen string) (step *St
 // advance follows one transition from s, chosen as the model said when there are
 // several, and lands on its target.
 func (t *turn) advance(ctx context.Context, rt *Route, s *Step, chosen string, visited map[*Step]bool) (*Step, bool, error) {
-	cands, err := candidates(s, t.st.DataByRoute[rt.id])
-	if err != nil {
-		return nil, false, err
-	}
+	cands := candidates(s, t.st.DataByRoute[rt.id])
 	var next *Step
 	switch len(cands) {
 	case 0:
@@ -369,6 +368,7 @@ func (t *turn) advance(ctx context.Context, rt *Route, s *Step, chosen string, v
 			}
 		}
 		if next == nil && !t.asked[rt] {
+			var err error
 			if chosen, err = t.chooseStep(ctx, rt, s, cands); err != nil {
 				return nil, false, err
 			}
