@@ -30,21 +30,29 @@ func newAgent(t testing.TB, opts ...routes.Option) (*routes.Agent, *testmodel.Mo
 	return routes.New(r, "Test Agent", opts...), m, r
 }
 
-// reply scripts one answer: JSON for a value, text for a string.
+// reply scripts one answer: JSON for a value, text for a string, streamed in pieces
+// of 7 bytes (cutting escapes and runes), so that streaming is tested by every
+// scenario that runs both ways.
 func reply(m *testmodel.Model, v any) {
+	var text string
 	switch v := v.(type) {
 	case string:
-		m.ReplyText(v)
-		return
+		text = v
 	case *abi.Part:
 		m.Reply(v)
 		return
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			panic(err)
+		}
+		text = string(b)
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
+	var pieces []string
+	for i := 0; i < len(text); i += 7 {
+		pieces = append(pieces, text[i:min(i+7, len(text))])
 	}
-	m.ReplyText(string(b))
+	m.Push(testmodelTurn(pieces...))
 }
 
 // way is one way of running a turn: Respond, or RespondStream read to its end.
@@ -170,4 +178,15 @@ func outputProps(req *abi.GenerateRequest) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// testmodelTurn is a streamed turn: each piece a chunk, the whole the message.
+func testmodelTurn(pieces ...string) testmodel.Turn {
+	var chunks []*abi.GenerateResponseChunk
+	whole := ""
+	for _, p := range pieces {
+		chunks = append(chunks, &abi.GenerateResponseChunk{Content: []*abi.Part{abi.NewTextPart(p)}})
+		whole += p
+	}
+	return testmodel.Turn{Chunks: chunks, Response: &abi.GenerateResponse{Message: abi.NewModelTextMessage(whole), FinishReason: abi.FinishStop}}
 }
