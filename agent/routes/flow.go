@@ -61,6 +61,9 @@ func (a *Agent) flowTurn(ctx context.Context, resp *session.Responder[Status], s
 		return refuse(fmt.Errorf("routes: %w: the session's prompt input is the context, a JSON object: %v", agent.ErrInvalidInput, err))
 	}
 	st := sess.Custom()
+	if st.ID == "" {
+		st.ID = sess.ID()
+	}
 	history := append(sess.Messages(), input.Messages...)
 	out, err := a.respond(ctx, RespondInput{History: history, Session: &st, Context: vars}, func(delta string) error {
 		return resp.SendChunk(&abi.GenerateResponseChunk{Role: abi.RoleModel, Content: []*abi.Part{abi.NewTextPart(delta)}})

@@ -72,7 +72,7 @@ func TestFlowKeepsTheStateInSnapshotsAndResumesMidRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := stored.State.Custom
-	if st.CurrentStep.ID != "ask_destination" || st.Data()["destination"] != "Oslo" || len(stored.State.Messages) != 2 {
+	if st.CurrentStep.ID != "ask_destination" || st.Data()["destination"] != "Oslo" || len(stored.State.Messages) != 2 || st.ID != stored.SessionID {
 		t.Fatalf("the snapshot holds %+v, %d messages", st, len(stored.State.Messages))
 	}
 
