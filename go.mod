@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/evanphx/json-patch/v5 v5.9.11
+	github.com/expr-lang/expr v1.17.8
 	github.com/extism/go-sdk v1.7.1
 	github.com/goccy/go-yaml v1.18.0
 	github.com/google/dotprompt/go v0.0.0-20251121213842-db5416a4f7ce
