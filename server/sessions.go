@@ -182,16 +182,16 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 }
 
 func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
-	ended := func() bool {
+	ended := func() {
 		select {
 		case <-l.conn.Done():
-			// Detached, halted, failed or cancelled: the connection is over.
-			s.remove(l)
-			l.cancel(nil)
-			return true
+		case <-l.ctx.Done():
 		default:
-			return false
+			return
 		}
+		// Detached, halted, failed or cancelled: the connection is over.
+		s.remove(l)
+		l.cancel(nil)
 	}
 	if err := l.conn.Send(in); err != nil {
 		ended()
