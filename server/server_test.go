@@ -86,6 +86,12 @@ type testServer struct {
 // newTestServer serves testAgents with opts.
 func newTestServer(t *testing.T, opts ...server.Option) *testServer {
 	t.Helper()
+	return newTestServerWith(t, nil, opts...)
+}
+
+// newTestServerWith is newTestServer with options for the deployment too.
+func newTestServerWith(t *testing.T, depOpts []deploy.Option, opts ...server.Option) *testServer {
+	t.Helper()
 	dir := t.TempDir()
 	for name, src := range testAgents {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
@@ -97,8 +103,8 @@ func newTestServer(t *testing.T, opts ...server.Option) *testServer {
 		t.Fatal(err)
 	}
 	g := &gate{started: make(chan struct{}), release: make(chan struct{})}
-	d, err := deploy.New(t.Context(), files, deploy.WithRegistry(testRegistry(g)),
-		deploy.WithDataDir(filepath.Join(dir, "data")), deploy.WithLogger(quietLog))
+	d, err := deploy.New(t.Context(), files, append([]deploy.Option{deploy.WithRegistry(testRegistry(g)),
+		deploy.WithDataDir(filepath.Join(dir, "data")), deploy.WithLogger(quietLog)}, depOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
