@@ -169,18 +169,36 @@ func (s *sessions) claim(l *live) error {
 	return nil
 }
 
-// run runs the turn claimed on the session.
+// run runs the turn claimed on the session. The turn's last chunk (EndTurn) is handed
+// to emit only once the session is free again, so a client that answers it with the
+// next turn at once never finds the session busy.
 func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
 	start := time.Now()
-	err := s.runTurn(l, in, emit)
+	listening := true
+	var last *session.AnyChunk
+	err := s.runTurn(l, in, func(c *session.AnyChunk) error {
+		if c.EndTurn {
+			last = c
+			return nil
+		}
+		if listening && emit(c) != nil {
+			listening = false
+		}
+		return nil
+	})
 	s.metrics.turn(s.base, l.agent.Name, start, err)
 	l.mu.Lock()
 	l.running, l.idle = false, time.Now()
 	l.mu.Unlock()
 	s.turns.Done()
+	if last != nil && listening {
+		emit(last)
+	}
 	return err
 }
 
+// runTurn sends the input and hands the turn's chunks to emit, reading them all
+// whatever emit says.
 func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
 	ended := func() {
 		select {
@@ -200,7 +218,6 @@ func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*ses
 		}
 		return err
 	}
-	listening := true
 	var refused error
 	for c, err := range l.conn.Receive() {
 		if c == nil {
@@ -210,9 +227,7 @@ func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*ses
 		if err != nil && refused == nil {
 			refused = err
 		}
-		if listening && emit(c) != nil {
-			listening = false
-		}
+		emit(c)
 	}
 	ended()
 	return refused
