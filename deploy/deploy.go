@@ -171,7 +171,10 @@ func New(ctx context.Context, files []*File, opts ...Option) (*Deployment, error
 	if cfg.reg == nil {
 		cfg.reg = agent.NewRegistry()
 	}
-	h, err := host.New(cfg.reg, append([]host.Option{host.WithLogger(cfg.log)}, cfg.hostOpts...)...)
+	// The deployment reports each plugin it loads itself, with its grants: the host
+	// need only say what goes wrong.
+	hostLog := slog.New(warnings{cfg.log.Handler()})
+	h, err := host.New(cfg.reg, append([]host.Option{host.WithLogger(hostLog)}, cfg.hostOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("deploy: %w", err)
 	}
@@ -486,6 +489,16 @@ func (d *Deployment) pluginNames() string {
 	slices.Sort(names)
 	return strings.Join(names, ", ")
 }
+
+// warnings passes on the records of level Warn and above.
+type warnings struct{ slog.Handler }
+
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnings) WithAttrs(attrs []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(attrs)} }
+func (w warnings) WithGroup(name string) slog.Handler       { return warnings{w.Handler.WithGroup(name)} }
 
 // Registry returns the registry the agents, their prompts and their plugins' actions
 // are in.
