@@ -20,6 +20,7 @@ import (
 
 type serveFlags struct {
 	addr, data, reflectionAddr string
+	genkitDir                  string
 	dev                        bool
 	maxBody                    int64
 	idle, shutdown             time.Duration
@@ -32,6 +33,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&f.data, "data", "terrarium-data", "keep snapshots in a Badger database in this directory")
 	fs.BoolVar(&f.dev, "dev", false, "development mode: serve Genkit's reflection API on -reflection-addr and announce it in .genkit/runtimes")
 	fs.StringVar(&f.reflectionAddr, "reflection-addr", "127.0.0.1:3100", "the reflection API's address, with -dev")
+	fs.StringVar(&f.genkitDir, "genkit-dir", ".", "with -dev, the project directory whose .genkit/runtimes Genkit's tools read")
 	fs.Int64Var(&f.maxBody, "max-body", server.DefaultMaxBodyBytes, "the largest request body accepted, in bytes")
 	fs.DurationVar(&f.idle, "idle", server.DefaultIdleTimeout, "close sessions idle this long (kept sessions reopen on their next turn)")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, let running turns finish this long before cancelling them")
@@ -108,7 +110,7 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 		}
 		url := "http://" + rln.Addr().String()
 		id := rand.Text()
-		path, err := server.WriteRuntimeFile(".", id, url)
+		path, err := server.WriteRuntimeFile(f.genkitDir, id, url)
 		if err != nil {
 			return err
 		}
