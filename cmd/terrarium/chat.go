@@ -434,4 +434,4 @@ func (w *wsConnection) Close() error {
 }
 
 func (w *wsConnection) Output() (*session.AnyOutput, error) { return nil, nil }
-func (w *wsConnection) Done() <-chan struct{}                { return w.done }
+func (w *wsConnection) Done() <-chan struct{}               { return w.done }
