@@ -90,7 +90,7 @@ func newTestServer(t *testing.T, opts ...server.Option) *testServer {
 }
 
 // newTestServerWith is newTestServer with options for the deployment too.
-func newTestServerWith(t *testing.T, depOpts []deploy.Option, opts ...server.Option) *testServer {
+func newTestServerWith(t testing.TB, depOpts []deploy.Option, opts ...server.Option) *testServer {
 	t.Helper()
 	dir := t.TempDir()
 	for name, src := range testAgents {

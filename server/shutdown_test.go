@@ -96,7 +96,7 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-func mustAgent(t *testing.T, d *deploy.Deployment, name string) *deploy.Agent {
+func mustAgent(t testing.TB, d *deploy.Deployment, name string) *deploy.Agent {
 	t.Helper()
 	a, err := d.Agent(name)
 	if err != nil {
