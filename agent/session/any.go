@@ -106,7 +106,7 @@ func (a *anyConnection[Stream, State]) Output() (*AnyOutput, error) {
 
 // anyChunk converts a chunk, encoding its status.
 func anyChunk[Stream any](c *SessionFlowStreamChunk[Stream]) (*AnyChunk, error) {
-	out := &AnyChunk{Chunk: c.Chunk, Artifact: c.Artifact, SnapshotCreated: c.SnapshotCreated,
+	out := &AnyChunk{Chunk: c.Chunk, Artifact: c.Artifact, CustomPatch: c.CustomPatch, SnapshotCreated: c.SnapshotCreated,
 		Error: c.Error, EndTurn: c.EndTurn, FinishReason: c.FinishReason}
 	if raw, ok := any(c.Status).(json.RawMessage); ok {
 		out.Status = raw

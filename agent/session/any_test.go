@@ -26,13 +26,16 @@ func TestConnectAnyStreamsStatusAndStateAsJSON(t *testing.T) {
 	if err := conn.Send(&session.SessionFlowInput{Messages: say("hello").Messages}); err != nil {
 		t.Fatal(err)
 	}
-	var status, text, snapshot string
+	var status, text, snapshot, patch string
 	for c, err := range conn.Receive() {
 		if err != nil {
 			t.Fatal(err)
 		}
 		if c.Status != nil {
 			status = string(c.Status)
+		}
+		if c.CustomPatch != nil {
+			patch = string(c.CustomPatch)
 		}
 		if c.Chunk != nil {
 			text += c.Chunk.Text()
@@ -41,8 +44,8 @@ func TestConnectAnyStreamsStatusAndStateAsJSON(t *testing.T) {
 			snapshot = c.SnapshotCreated
 		}
 	}
-	if status != `{"phase":"generating"}` || text != "echo: hello" || snapshot == "" {
-		t.Errorf("status %s, text %q, snapshot %q", status, text, snapshot)
+	if status != `{"phase":"generating"}` || text != "echo: hello" || snapshot == "" || !strings.Contains(patch, "hello") {
+		t.Errorf("status %s, text %q, snapshot %q, custom patch %s", status, text, snapshot, patch)
 	}
 	conn.Close()
 	out, err := conn.Output()

@@ -140,7 +140,7 @@ func TestChatInATerminalInProcess(t *testing.T) {
 }
 
 func TestChatInATerminalWithAServer(t *testing.T) {
-	s := startServe(t, "-data", t.TempDir(), exampleDeployment)
+	s := sharedServe(t)
 	term := startTerminal(t, binary(t), "chat", s.url)
 	converse(t, term)
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/terrarium-ai/terrarium/internal/testenv"
 )
 
 // binDir holds the terrarium binary the tests of this file run, built once.
@@ -27,6 +29,10 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	code := m.Run()
+	if shared != nil {
+		shared.cmd.Process.Kill()
+		<-shared.exited
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -65,8 +71,22 @@ type served struct {
 	exited     chan error
 }
 
-// startServe runs terrarium serve with args and waits until it serves.
+// startServe runs terrarium serve with args and waits until it serves; the test's end
+// kills it.
 func startServe(t *testing.T, args ...string) *served {
+	t.Helper()
+	s := launchServe(t, args...)
+	t.Cleanup(func() {
+		if s.cmd.ProcessState == nil {
+			s.cmd.Process.Kill()
+			<-s.exited
+		}
+	})
+	return s
+}
+
+// launchServe runs terrarium serve with args and waits until it serves.
+func launchServe(t *testing.T, args ...string) *served {
 	t.Helper()
 	cmd := exec.Command(binary(t), append([]string{"serve", "-addr", "127.0.0.1:0"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
@@ -95,12 +115,6 @@ func startServe(t *testing.T, args ...string) *served {
 		<-s.exited
 		t.Fatalf("terrarium serve did not start:\n%s", s.stderr)
 	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-s.exited
-		}
-	})
 	return s
 }
 
@@ -249,24 +263,42 @@ func exitCode(err error) int {
 	return 0
 }
 
-// need returns the path of a program the test needs, or skips the test, unless CI is
-// set: there it must be installed.
+// need returns the path of a program the test needs: without it the test skips, or
+// fails in CI.
 func need(t *testing.T, program string) string {
 	t.Helper()
 	path, err := exec.LookPath(program)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not installed (CI must install it: .ci/run)", program)
-		}
-		t.Skipf("%s is not installed", program)
-	}
+	testenv.Need(t, program+" on PATH", err)
 	return path
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *served
+)
+
+// sharedServe returns a terrarium serve of the example deployment that the tests
+// which only add sessions of their own share, started once: each start loads five
+// plugins.
+func sharedServe(t *testing.T) *served {
+	t.Helper()
+	sharedOnce.Do(func() {
+		data, err := os.MkdirTemp(binDir, "data")
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared = launchServe(t, "-data", data, exampleDeployment)
+	})
+	if shared == nil {
+		t.Fatal("the shared server did not start")
+	}
+	return shared
 }
 
 // TestCurlReadsAnSSETurn: curl -N reads a turn's server-sent events as they come.
 func TestCurlReadsAnSSETurn(t *testing.T) {
 	curl := need(t, "curl")
-	s := startServe(t, "-data", t.TempDir(), exampleDeployment)
+	s := sharedServe(t)
 	id := newSession(t, s, "assistant")
 	out, err := exec.Command(curl, "-sN", "-H", "Accept: text/event-stream", "-d", `{"text": "/call calculator/calc {\"expression\": \"6*7\"}"}`,
 		s.url+"/api/agents/assistant/sessions/"+id+"/turns").Output()
@@ -280,30 +312,42 @@ func TestCurlReadsAnSSETurn(t *testing.T) {
 }
 
 var (
-	npmOnce sync.Once
-	npmErr  error
+	npmOnce    sync.Once
+	npmDir     string
+	npmErr     error
+	nodeBinary string
 )
 
-// clients returns the directory of the JavaScript clients, their packages installed
-// (npm ci, once per run). The tests using them run when TERRARIUM_NPM_TESTS is set,
-// and always under CI.
+// clients returns a directory holding the JavaScript clients with their packages
+// installed: a copy of testdata/clients, so node_modules never lands in the
+// repository, installed by npm ci once per test binary. Without TERRARIUM_NPM_TESTS,
+// node or npm, the test skips (or fails in CI).
 func clients(t *testing.T) string {
 	t.Helper()
-	if os.Getenv("TERRARIUM_NPM_TESTS") == "" && os.Getenv("CI") == "" {
-		t.Skip("set TERRARIUM_NPM_TESTS=1 to run the JavaScript clients (npm ci installs them)")
-	}
-	npm := need(t, "npm")
-	need(t, "node")
-	dir, err := filepath.Abs("testdata/clients")
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, npm := testenv.NeedNPM(t)
 	npmOnce.Do(func() {
-		if installed(dir) {
+		nodeBinary = node
+		npmDir, npmErr = os.MkdirTemp(binDir, "clients")
+		if npmErr != nil {
 			return
 		}
+		files, _ := filepath.Glob("testdata/clients/*")
+		for _, f := range files {
+			if info, err := os.Stat(f); err != nil || info.IsDir() {
+				continue // a node_modules of someone's own install
+			}
+			data, err := os.ReadFile(f)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(npmDir, filepath.Base(f)), data, 0o644)
+			}
+			if err != nil {
+				npmErr = err
+				return
+			}
+		}
 		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
+		cmd.Dir = npmDir
+		cmd.Env = append(os.Environ(), "NO_UPDATE_NOTIFIER=1", "npm_config_update_notifier=false")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			npmErr = fmt.Errorf("npm ci: %v\n%s", err, out)
 		}
@@ -311,29 +355,13 @@ func clients(t *testing.T) string {
 	if npmErr != nil {
 		t.Fatal(npmErr)
 	}
-	return dir
-}
-
-// installed reports whether npm installed the clients' packages after their lock file
-// last changed: npm ci takes a minute, and what it would install is there already.
-func installed(dir string) bool {
-	done, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
-	if err != nil {
-		return false
-	}
-	for _, f := range []string{"package.json", "package-lock.json"} {
-		info, err := os.Stat(filepath.Join(dir, f))
-		if err != nil || info.ModTime().After(done.ModTime()) {
-			return false
-		}
-	}
-	return true
+	return npmDir
 }
 
 // node runs a client script and decodes the JSON it prints last.
 func node(t *testing.T, dir, script string, out any, args ...string) {
 	t.Helper()
-	cmd := exec.Command("node", append([]string{script}, args...)...)
+	cmd := exec.Command(nodeBinary, append([]string{script}, args...)...)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -350,7 +378,7 @@ func node(t *testing.T, dir, script string, out any, args ...string) {
 // TestOpenAIClientStreamsFromAnAgent: the official openai npm package.
 func TestOpenAIClientStreamsFromAnAgent(t *testing.T) {
 	dir := clients(t)
-	s := startServe(t, "-data", t.TempDir(), exampleDeployment)
+	s := sharedServe(t)
 	var got struct {
 		Models []string
 		Text   string
@@ -412,7 +440,7 @@ func TestGenkitListsAndRunsActions(t *testing.T) {
 // Node.js.
 func TestWebSocketClientInAnotherProcess(t *testing.T) {
 	dir := clients(t)
-	s := startServe(t, "-data", t.TempDir(), exampleDeployment)
+	s := sharedServe(t)
 	var got struct {
 		Session string
 		Turns   []string
@@ -436,7 +464,7 @@ func TestWebSocketClientInAnotherProcess(t *testing.T) {
 func TestWebPageInChromium(t *testing.T) {
 	dir := clients(t)
 	chromium := need(t, "chromium")
-	s := startServe(t, "-data", t.TempDir(), exampleDeployment)
+	s := sharedServe(t)
 	shots := os.Getenv("TERRARIUM_SCREENSHOTS")
 	if shots == "" {
 		shots = t.TempDir()
