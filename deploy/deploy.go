@@ -497,8 +497,10 @@ func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
 }
 
-func (w warnings) WithAttrs(attrs []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(attrs)} }
-func (w warnings) WithGroup(name string) slog.Handler       { return warnings{w.Handler.WithGroup(name)} }
+func (w warnings) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return warnings{w.Handler.WithAttrs(attrs)}
+}
+func (w warnings) WithGroup(name string) slog.Handler { return warnings{w.Handler.WithGroup(name)} }
 
 // Registry returns the registry the agents, their prompts and their plugins' actions
 // are in.
