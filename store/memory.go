@@ -18,7 +18,10 @@ type Memory struct {
 	spaces map[string]*memSpace
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store         = (*Memory)(nil)
+	_ SessionLister = (*Memory)(nil)
+)
 
 // memSpace is one namespace. Keeping namespaces in separate maps, rather than one map
 // keyed by a concatenation, is what makes them unable to see each other.
@@ -198,6 +201,29 @@ func (m *Memory) Head(ctx context.Context, ns, session string) (Record, error) {
 		}
 	}
 	return Record{}, fmt.Errorf("head of session %q in namespace %q: %w", session, ns, ErrNotFound)
+}
+
+// Sessions implements SessionLister.
+func (m *Memory) Sessions(ctx context.Context, ns string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkNamed("namespace", ns); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return nil, fmt.Errorf("sessions of namespace %q: %w", ns, ErrClosed)
+	}
+	out := []string{}
+	if sp := m.spaces[ns]; sp != nil {
+		for id := range sp.sessions {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // Blob implements Store.

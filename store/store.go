@@ -54,6 +54,14 @@ type Store interface {
 	Close() error
 }
 
+// SessionLister is a Store that can list the sessions of a namespace: what a server
+// shows as its sessions. The memory and Badger stores implement it.
+type SessionLister interface {
+	// Sessions returns the IDs of the sessions with at least one record in the
+	// namespace, sorted.
+	Sessions(ctx context.Context, ns string) ([]string, error)
+}
+
 // Record is one entry of a session's history: a snapshot record, to package agent.
 type Record struct {
 	// ID identifies the record within its namespace; agent uses a content address.

@@ -164,13 +164,29 @@ func Lookup(r *agent.Registry, name string) (*Prompt, error) {
 
 var yamlLine = regexp.MustCompile(`^\[(\d+):(\d+)\]\s*`)
 
+// Parse parses Dotprompt source (what a .prompt file holds) into a prompt named name and
+// registers it as /prompt/<name>. where names the source in errors, with the line in
+// it: an agent file, say, whose prompt is inline.
+func Parse(r *agent.Registry, name, where string, src []byte) (*Prompt, error) {
+	p, err := parsePrompt(r, name, where, string(src), nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Register(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 func loadPrompt(r *agent.Registry, path string, partials map[string]string) (*Prompt, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("prompt: loading prompt: %w", err)
 	}
-	src := string(data)
-	name := strings.TrimSuffix(filepath.Base(path), ".prompt")
+	return parsePrompt(r, strings.TrimSuffix(filepath.Base(path), ".prompt"), path, string(data), partials)
+}
+
+func parsePrompt(r *agent.Registry, name, path, src string, partials map[string]string) (*Prompt, error) {
 	// dotprompt swallows front matter errors (it prints them and treats the whole file
 	// as the template), so the front matter is parsed here first, with line numbers.
 	if m := dotprompt.FrontmatterAndBodyRegex.FindStringSubmatch(src); m != nil {

@@ -203,3 +203,21 @@ func toIndentedSchema(t *testing.T, s map[string]any) string {
 
 // jsonOf shows a value in a failure message.
 func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func TestParseNamesTheSourceInErrors(t *testing.T) {
+	r := agent.NewRegistry()
+	p, err := prompt.Parse(r, "greeter", "agents/greeter.yaml (prompt)", []byte("---\nmodel: test/m\n---\nHello {{name}}!"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := prompt.Lookup(r, "greeter"); got != p {
+		t.Error("the parsed prompt is not registered under its name")
+	}
+	if p.Settings().ModelName != "test/m" {
+		t.Errorf("model = %q", p.Settings().ModelName)
+	}
+	_, err = prompt.Parse(r, "broken", "agents/broken.yaml (prompt)", []byte("---\nmodel: [\n---\nHi"))
+	if !errors.Is(err, prompt.ErrTemplate) || !strings.Contains(err.Error(), "agents/broken.yaml (prompt):2") {
+		t.Errorf("broken front matter: %v", err)
+	}
+}

@@ -242,7 +242,7 @@ func (f *SessionFlow[Stream, State]) Connect(ctx context.Context, init *SessionF
 		return f.run(ctx, sess, init, inCh, out)
 	}
 	b := &BidiAction[*SessionFlowInit[State], *SessionFlowInput, *SessionFlowOutput[State], *SessionFlowStreamChunk[Stream]]{desc: f.desc, fn: body, traced: true}
-	return &SessionFlowConnection[Stream, State]{conn: b.start(ctx, init)}, nil
+	return &SessionFlowConnection[Stream, State]{conn: b.start(ctx, init), sess: sess}, nil
 }
 
 // newSession builds the session a connection starts with, enforcing who owns the state:
@@ -568,6 +568,7 @@ func (r *Responder[Stream]) lastReason() abi.FinishReason {
 // SessionFlowConnection is an open connection to a session flow.
 type SessionFlowConnection[Stream, State any] struct {
 	conn *BidiConnection[*SessionFlowInput, *SessionFlowOutput[State], *SessionFlowStreamChunk[Stream]]
+	sess *Session[State]
 }
 
 // Send sends one turn's input.

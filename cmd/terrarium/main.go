@@ -1,12 +1,13 @@
-// Command terrarium is Terrarium's command line. Today it serves plugin authors and
-// operators:
+// Command terrarium is Terrarium's command line, for operators and plugin authors:
 //
+//	terrarium serve [dir]                         serve the agents of a directory of agent files
+//	terrarium chat <agent file | URL>             chat with an agent in the terminal
 //	terrarium plugin build <dir> [-o file.wasm]   build a Go plugin to .wasm (cached)
 //	terrarium plugin inspect <file.wasm> [--json] describe a plugin without loading it
 //	terrarium plugin test <file.wasm> [flags]     run the conformance suite
 //
-// It adds no logic of its own: it drives host/pluginbuild, host.Inspect and
-// host/conformance, as a Go program embedding Terrarium would.
+// It adds no logic of its own: it drives deploy, server, host/pluginbuild, host.Inspect
+// and host/conformance, as a Go program embedding Terrarium would.
 package main
 
 import (
@@ -15,10 +16,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -33,6 +35,9 @@ const (
 const usage = `usage: terrarium <command> [arguments]
 
 commands:
+  serve [dir]                           serve the agents of the agent files in dir over HTTP, SSE, WebSocket
+                                        and an OpenAI-compatible API, with a web chat page
+  chat <agent file | URL>               chat with an agent in the terminal, in-process or on a server
   plugin build <dir> [-o file.wasm]     build a Go plugin (GOOS=wasip1) to .wasm, cached
   plugin inspect <file.wasm> [--json]   show a plugin's descriptor, imports, exports, size and SHA-256
   plugin test <file.wasm> [flags]       check a plugin against Terrarium's conformance suite
@@ -52,6 +57,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "plugin":
 		return pluginCommand(ctx, args[1:], stdout, stderr)
+	case "serve":
+		return serveCommand(ctx, args[1:], stdout, stderr)
+	case "chat":
+		return chatCommand(ctx, args[1:], os.Stdin, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "terrarium: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage

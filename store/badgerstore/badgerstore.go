@@ -73,7 +73,10 @@ type Store struct {
 	db     *badger.DB
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store         = (*Store)(nil)
+	_ store.SessionLister = (*Store)(nil)
+)
 
 // Option configures Open.
 type Option func(*config)
@@ -390,6 +393,39 @@ func (s *Store) Head(ctx context.Context, ns, session string) (store.Record, err
 		return store.Record{}, fmt.Errorf("head of session %q in namespace %q: %w", session, ns, err)
 	}
 	return rec, nil
+}
+
+// Sessions implements store.SessionLister. Each session has one head key, so this
+// reads keys only, one per session.
+func (s *Store) Sessions(ctx context.Context, ns string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkNamed("namespace", ns); err != nil {
+		return nil, fmt.Errorf("sessions: %w", err)
+	}
+	release, err := s.enter()
+	if err != nil {
+		return nil, fmt.Errorf("sessions of namespace %q: %w", ns, err)
+	}
+	defer release()
+	out := []string{}
+	err = s.db.View(func(txn *badger.Txn) error {
+		prefix := nsPrefix(kindLatest, ns, 0)
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = prefix
+		opts.PrefetchValues = false
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+			out = append(out, string(it.Item().Key()[len(prefix):]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sessions of namespace %q: %w", ns, err)
+	}
+	return out, nil
 }
 
 // Blob implements store.Store.

@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LinesPerSessionAndNamespace", testLinesPerSessionAndNamespace},
 		{"ConcurrentContinuation", testConcurrentContinuation},
 		{"Stats", testStats},
+		{"Sessions", testSessions},
 		{"CancelledContext", testCancelledContext},
 		{"Closed", testClosed},
 	}
@@ -322,6 +323,41 @@ func testMaxNameLen(t *testing.T, s store.Store) {
 	checkRecords(t, s, ns, r.Session, r.ID)
 	checkHead(t, s, ns, r.Session, r.ID)
 	checkStats(t, s, ns, 1, 1)
+}
+
+// testSessions checks store.SessionLister, for stores that implement it.
+func testSessions(t *testing.T, s store.Store) {
+	l, ok := s.(store.SessionLister)
+	if !ok {
+		t.Skipf("%T does not implement store.SessionLister", s)
+	}
+	list := func(ns string) []string {
+		t.Helper()
+		ids, err := l.Sessions(t.Context(), ns)
+		if err != nil {
+			t.Fatalf("Sessions(%q): %v", ns, err)
+		}
+		return ids
+	}
+	if ids := list("ns"); ids == nil || len(ids) != 0 {
+		t.Errorf("Sessions of an empty namespace = %#v, want an empty list", ids)
+	}
+	commit(t, s, "ns", rec("r1", "b", 0, "x"))
+	commit(t, s, "ns", rec("r2", "a", 0, "x"))
+	r3 := rec("r3", "a", 1, "x")
+	r3.Parent = "r2"
+	commit(t, s, "ns", r3)
+	commit(t, s, "ns2", rec("r4", "c", 0, "x"))
+	if ids := list("ns"); !slices.Equal(ids, []string{"a", "b"}) {
+		t.Errorf("Sessions(ns) = %q, want [a b]", ids)
+	}
+	// "n" is a prefix of both namespaces and sees neither.
+	if ids := list("n"); len(ids) != 0 {
+		t.Errorf("Sessions(n) = %q, want none", ids)
+	}
+	if _, err := l.Sessions(t.Context(), ""); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("Sessions of an empty namespace name: %v, want ErrInvalid", err)
+	}
 }
 
 func testNamespacesIsolated(t *testing.T, s store.Store) {

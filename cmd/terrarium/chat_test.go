@@ -1,0 +1,146 @@
+package main
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// terminal runs a command in a pseudo-terminal, as a person at a terminal would.
+type terminal struct {
+	t    *testing.T
+	f    *os.File
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	cond *sync.Cond
+	out  strings.Builder
+	seen int // how much of out expect has consumed
+	eof  bool
+}
+
+func startTerminal(t *testing.T, name string, args ...string) *terminal {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	f, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The terminal is the child's stdin (fd 0), and its controlling terminal.
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	term := &terminal{t: t, f: f, cmd: cmd}
+	term.cond = sync.NewCond(&term.mu)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := f.Read(buf)
+			term.mu.Lock()
+			term.out.Write(buf[:n])
+			if err != nil {
+				term.eof = true
+			}
+			term.cond.Broadcast()
+			term.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		f.Close()
+	})
+	return term
+}
+
+// expect waits until the output shows a match of re after what was already matched,
+// and returns the match's groups. A guard fails the test if it never comes.
+func (term *terminal) expect(pattern string) []string {
+	term.t.Helper()
+	re := regexp.MustCompile(pattern)
+	guard := time.AfterFunc(time.Minute, func() {
+		term.mu.Lock()
+		term.eof = true
+		term.cond.Broadcast()
+		term.mu.Unlock()
+	})
+	defer guard.Stop()
+	term.mu.Lock()
+	defer term.mu.Unlock()
+	for {
+		rest := term.out.String()[term.seen:]
+		if loc := re.FindStringSubmatchIndex(rest); loc != nil {
+			m := re.FindStringSubmatch(rest)
+			term.seen += loc[1]
+			return m
+		}
+		if term.eof {
+			term.t.Fatalf("the terminal never showed %q; it shows:\n%s", pattern, rest)
+		}
+		term.cond.Wait()
+	}
+}
+
+func (term *terminal) send(line string) {
+	term.t.Helper()
+	if _, err := io.WriteString(term.f, line+"\n"); err != nil {
+		term.t.Fatal(err)
+	}
+}
+
+// converse holds a two-turn conversation, lists the snapshots and resumes the first,
+// then exits.
+func converse(t *testing.T, term *terminal) {
+	term.expect(`\[session [0-9a-f-]+\]`)
+	term.expect(`> `)
+	term.send("hello")
+	term.expect(`echo: hello`)
+	first := term.expect(`\[snapshot ([0-9a-f]{64})\]`)[1]
+	term.expect(`> `)
+	term.send(`/call askUser {"question": "Which city?"}`)
+	term.expect(`\[askUser asks\] Which city\?`)
+	term.send("Lisbon")
+	term.expect(`Tool results: "Lisbon"`)
+	term.expect(`> `)
+	term.send("/snapshots")
+	term.expect(first + `  turn 0`)
+	term.expect(`turn 2`)
+	term.expect(`> `)
+	term.send("/resume " + first)
+	term.expect(`\[session [0-9a-f-]+\]`)
+	term.expect(`> `)
+	term.send("after the resume")
+	term.expect(`echo: after the resume`)
+	term.expect(`> `)
+	term.send("/snapshots")
+	// The resumed line branches from the first snapshot: turn 1 again.
+	term.expect(`turn 1  turnEnd  4 messages`)
+	term.send("/exit")
+	if err := term.cmd.Wait(); err != nil {
+		t.Errorf("chat exited with %v", err)
+	}
+}
+
+func TestChatInATerminalInProcess(t *testing.T) {
+	term := startTerminal(t, binary(t), "chat", "-data", t.TempDir(), exampleDeployment+"/assistant.yaml")
+	converse(t, term)
+}
+
+func TestChatInATerminalWithAServer(t *testing.T) {
+	s := sharedServe(t)
+	term := startTerminal(t, binary(t), "chat", s.url)
+	converse(t, term)
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/terrarium-ai/terrarium/deploy"
+	"github.com/terrarium-ai/terrarium/server"
+)
+
+type serveFlags struct {
+	addr, data, reflectionAddr string
+	genkitDir                  string
+	dev                        bool
+	maxBody                    int64
+	idle, shutdown             time.Duration
+}
+
+func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var f serveFlags
+	fs.StringVar(&f.addr, "addr", "localhost:8080", "listen on this address")
+	fs.StringVar(&f.data, "data", "terrarium-data", "keep snapshots in a Badger database in this directory")
+	fs.BoolVar(&f.dev, "dev", false, "development mode: serve Genkit's reflection API on -reflection-addr and announce it in .genkit/runtimes")
+	fs.StringVar(&f.reflectionAddr, "reflection-addr", "127.0.0.1:3100", "the reflection API's address, with -dev")
+	fs.StringVar(&f.genkitDir, "genkit-dir", ".", "with -dev, the project directory whose .genkit/runtimes Genkit's tools read")
+	fs.Int64Var(&f.maxBody, "max-body", server.DefaultMaxBodyBytes, "the largest request body accepted, in bytes")
+	fs.DurationVar(&f.idle, "idle", server.DefaultIdleTimeout, "close sessions idle this long (kept sessions reopen on their next turn)")
+	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, let running turns finish this long before cancelling them")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: terrarium serve [flags] [dir]\n\nServes the agents defined by the agent files (*.yaml) in dir (default .).")
+		fs.PrintDefaults()
+	}
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	dir := "."
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		dir = fs.Arg(0)
+	default:
+		fs.Usage()
+		return exitUsage
+	}
+	if err := serve(ctx, dir, f, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "terrarium serve: %v\n", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// progressLogger prints what loading reports, one readable line per event.
+func progressLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}
+
+func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writer) error {
+	log := progressLogger(stderr)
+	files, err := deploy.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	mp, metrics, err := server.NewPrometheus()
+	if err != nil {
+		return err
+	}
+	d, err := deploy.New(ctx, files, deploy.WithDataDir(f.data), deploy.WithLogger(log), deploy.WithMeterProvider(mp))
+	if err != nil {
+		return err
+	}
+	// Closing the deployment last closes Badger, after every session's last snapshot.
+	defer d.Close(context.Background())
+	srv, err := server.New(d, server.WithLogger(log), server.WithMetrics(mp, metrics),
+		server.WithMaxBodyBytes(f.maxBody), server.WithIdleTimeout(f.idle))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	servers := []*http.Server{hs}
+	errc := make(chan error, 2)
+	go func() { errc <- hs.Serve(ln) }()
+
+	if f.dev {
+		rln, err := net.Listen("tcp", f.reflectionAddr)
+		if err != nil {
+			return fmt.Errorf("the reflection API: %w", err)
+		}
+		url := "http://" + rln.Addr().String()
+		id := rand.Text()
+		path, err := server.WriteRuntimeFile(f.genkitDir, id, url)
+		if err != nil {
+			return err
+		}
+		defer os.Remove(path)
+		rs := &http.Server{Handler: srv.ReflectionHandler(id), ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, rs)
+		go func() { errc <- rs.Serve(rln) }()
+		fmt.Fprintf(stdout, "Genkit's reflection API on %s (runtime file %s)\n", url, path)
+	}
+	url := "http://" + ln.Addr().String()
+	var names []string
+	for _, a := range d.Agents() {
+		names = append(names, a.Name)
+	}
+	fmt.Fprintf(stdout, "serving %d agents (%s) on %s\n", len(names), strings.Join(names, ", "), url)
+	fmt.Fprintf(stdout, "open %s/ to chat, or run: terrarium chat %s\n", url, url)
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	fmt.Fprintln(stderr, "shutting down: finishing running turns")
+	sctx, cancel := context.WithTimeout(context.Background(), f.shutdown)
+	defer cancel()
+	done := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() { done <- s.Shutdown(sctx) }()
+	}
+	errs := []error{srv.Shutdown(sctx)}
+	for range servers {
+		errs = append(errs, <-done)
+	}
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintf(stderr, "shutdown: %v\n", err)
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+// Drives the web chat page in a headless Chromium: a message and its streamed answer,
+// then an interrupt answered in the page. Writes a screenshot.
+// usage: node page.mjs <server URL> <screenshot.png> <chromium>
+import { chromium } from "playwright-core";
+
+const [url, screenshot, executablePath] = process.argv.slice(2);
+const browser = await chromium.launch({
+  executablePath,
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+try {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  await page.goto(url);
+  await page.waitForSelector("#status:has-text('session')");
+  const session = (await page.textContent("#status")).split("session ")[1];
+
+  await page.fill("#input", "hello page");
+  await page.click("#send");
+  const answer = page.locator(".msg.model", { hasText: "echo: hello page" });
+  await answer.waitFor();
+  await page.waitForSelector("#status:has-text('turn ended')");
+
+  await page.fill("#input", '/call askUser {"question": "Favourite colour?"}');
+  await page.click("#send");
+  const interrupt = page.locator(".interrupt", { hasText: "Favourite colour?" });
+  await interrupt.waitFor();
+  await interrupt.locator("input").fill("green");
+  await interrupt.locator("button").click();
+  await page.locator(".msg.model", { hasText: 'Tool results: "green"' }).waitFor();
+  await page.waitForSelector("#status:has-text('turn ended (stop)')");
+  // One snapshot per turn: the answer, the interrupted turn, the resumed one.
+  await page.waitForFunction(() => document.querySelectorAll("#snapshots button.resume").length === 3);
+  const snapshots = await page.locator("#snapshots button.resume").count();
+  await page.screenshot({ path: screenshot, fullPage: true });
+  console.log(JSON.stringify({ session, answer: await answer.textContent(), snapshots, errors }));
+} finally {
+  await browser.close();
+}

@@ -1,0 +1,576 @@
+package deploy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/prompt"
+	"github.com/terrarium-ai/terrarium/agent/session"
+	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+	"github.com/terrarium-ai/terrarium/store"
+	"github.com/terrarium-ai/terrarium/store/badgerstore"
+)
+
+// Status is what the agents of agent files stream besides generation: any JSON their
+// tools and handlers report.
+type Status = json.RawMessage
+
+// State is the custom state of the sessions of agent files: what their plugins keep.
+type State = map[string]any
+
+// Snapshot is a snapshot of a session of an agent file.
+type Snapshot = session.SessionSnapshot[State]
+
+// Deployment is what a set of agent files defines: their plugins loaded with the
+// grants the files give them, and one session flow per agent, in one registry. It is
+// what `terrarium serve` serves; an application embedding Terrarium builds one the
+// same way.
+type Deployment struct {
+	reg     *agent.Registry
+	host    *host.Host
+	log     *slog.Logger
+	disk    store.Store // the Badger store (or the one given), when an agent keeps snapshots on it
+	ownDisk bool
+	memory  *store.Memory
+	agents  map[string]*Agent
+	plugins map[string]*loadedPlugin // by resolved path
+	meter   *meters
+	// defined lists the registry keys the deployment defined (agents, their snapshot
+	// actions, prompts, built-in tools), which Close removes.
+	defined []string
+}
+
+// Agent is one agent of a deployment.
+type Agent struct {
+	// Name is the agent's name, and its session flow's.
+	Name        string
+	Description string
+	// File is the agent file that defines it.
+	File string
+	// Model is the model its turns use ("" when the prompt names it).
+	Model string
+	// Tools are the tools offered to its model.
+	Tools []string
+	// Plugins are the names of the plugins its file loads.
+	Plugins []string
+	// SnapshotStore is where its sessions are kept: badger, memory or none.
+	SnapshotStore string
+
+	flow  *session.SessionFlow[Status, State]
+	store store.Store // nil without snapshots
+}
+
+type loadedPlugin struct {
+	plugin *host.Plugin
+	spec   Plugin // as first given
+	by     string // file:line that first loaded it
+}
+
+// Option configures New.
+type Option interface {
+	apply(*config) error
+}
+
+type config struct {
+	reg      *agent.Registry
+	dataDir  string
+	store    store.Store
+	log      *slog.Logger
+	hostOpts []host.Option
+	meter    metric.MeterProvider
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// WithRegistry defines the agents in r, where the application may have defined models,
+// tools and handlers of its own for agent files to name.
+func WithRegistry(r *agent.Registry) Option {
+	return optionFunc(func(c *config) error {
+		if r == nil {
+			return fmt.Errorf("deploy: %w: WithRegistry(nil)", agent.ErrInvalidOption)
+		}
+		c.reg = r
+		return nil
+	})
+}
+
+// WithDataDir keeps the snapshots of agents with store badger (the default) in a
+// Badger database in dir, created if needed and closed by Close.
+func WithDataDir(dir string) Option {
+	return optionFunc(func(c *config) error {
+		c.dataDir = dir
+		return nil
+	})
+}
+
+// WithStore keeps the snapshots of agents with store badger in st instead of a Badger
+// database of the deployment's own; Close leaves it open.
+func WithStore(st store.Store) Option {
+	return optionFunc(func(c *config) error {
+		c.store = st
+		return nil
+	})
+}
+
+// WithLogger sets where loading is reported (plugins built and loaded with their
+// hashes and grants, agents defined) and the plugin host's logger. The default is
+// slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		c.log = l
+		return nil
+	})
+}
+
+// WithHostOptions configures the plugin host (its compilation cache, HTTP transport).
+func WithHostOptions(opts ...host.Option) Option {
+	return optionFunc(func(c *config) error {
+		c.hostOpts = append(c.hostOpts, opts...)
+		return nil
+	})
+}
+
+// WithMeterProvider records model and tool latency and plugin calls and faults with
+// mp (default: OpenTelemetry's global provider).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) error {
+		c.meter = mp
+		return nil
+	})
+}
+
+// New builds a deployment from agent files: it loads (building first, where a path is
+// a Go plugin's directory) every plugin the files name, with their grants, checks that
+// every model, tool and handler they name exists, and defines one agent per file.
+// Any error names the file, line and field at fault, and nothing stays loaded.
+func New(ctx context.Context, files []*File, opts ...Option) (*Deployment, error) {
+	cfg := config{log: slog.Default(), meter: otel.GetMeterProvider()}
+	for _, o := range opts {
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.reg == nil {
+		cfg.reg = agent.NewRegistry()
+	}
+	// The deployment reports each plugin it loads itself, with its grants: the host
+	// need only say what goes wrong.
+	hostLog := slog.New(warnings{cfg.log.Handler()})
+	h, err := host.New(cfg.reg, append([]host.Option{host.WithLogger(hostLog)}, cfg.hostOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("deploy: %w", err)
+	}
+	m, err := newMeters(cfg.meter)
+	if err != nil {
+		return nil, fmt.Errorf("deploy: metrics: %w", err)
+	}
+	d := &Deployment{reg: cfg.reg, host: h, log: cfg.log, memory: store.NewMemory(),
+		agents: map[string]*Agent{}, plugins: map[string]*loadedPlugin{}, meter: m}
+	if err := d.build(ctx, files, cfg); err != nil {
+		d.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Deployment) build(ctx context.Context, files []*File, cfg config) error {
+	names := map[string]*File{}
+	for _, f := range files {
+		if prev, dup := names[f.Name]; dup {
+			return f.errorf("name", "agent %q is also defined in %s:%d", f.Name, prev.Path, prev.Line("name"))
+		}
+		names[f.Name] = f
+		if f.SnapshotStore() != StoreBadger || d.disk != nil {
+			continue
+		}
+		switch {
+		case cfg.store != nil:
+			d.disk = cfg.store
+		case cfg.dataDir != "":
+			st, err := badgerstore.Open(cfg.dataDir)
+			if err != nil {
+				return fmt.Errorf("deploy: opening the snapshot store in %s: %w", cfg.dataDir, err)
+			}
+			d.disk, d.ownDisk = st, true
+			d.log.Info("snapshots in Badger", "dir", cfg.dataDir)
+		default:
+			return f.errorf("snapshots.store", "badger needs a data directory (or say store: memory or none)")
+		}
+	}
+	for _, f := range files {
+		if err := d.loadPlugins(ctx, f); err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		a, err := d.define(f)
+		if err != nil {
+			return err
+		}
+		d.agents[a.Name] = a
+		d.log.Info("agent ready", "agent", a.Name, "file", a.File, "model", a.Model, "tools", a.Tools, "snapshots", a.SnapshotStore)
+	}
+	return nil
+}
+
+// loadPlugins loads the plugins a file names. A plugin several files name is loaded
+// once, and only if they grant it the same.
+func (d *Deployment) loadPlugins(ctx context.Context, f *File) error {
+	for i, spec := range f.Plugins {
+		at := fmt.Sprintf("plugins[%d]", i)
+		path := f.Resolve(spec.Path)
+		if prev, ok := d.plugins[path]; ok {
+			if !reflect.DeepEqual(prev.spec, spec) {
+				return f.errorf(at, "plugin %s is also loaded by %s with other grants or pin: one plugin, one set of grants", spec.Path, prev.by)
+			}
+			continue
+		}
+		wasm, err := d.pluginFile(ctx, path)
+		if err != nil {
+			return f.wrap(at+".path", err)
+		}
+		module, err := os.ReadFile(wasm)
+		if err != nil {
+			return f.wrap(at+".path", err)
+		}
+		if sum := sha256.Sum256(module); spec.SHA256 != "" && hex.EncodeToString(sum[:]) != spec.SHA256 {
+			return f.errorf(at+".sha256", "the module's SHA-256 is %x, not the pinned one", sum)
+		}
+		m := spec.Grants.Manifest
+		m.SHA256 = spec.SHA256
+		p, err := d.host.Load(ctx, module, m)
+		if err != nil {
+			return f.wrap(at, fmt.Errorf("%w (from %s)", err, wasm))
+		}
+		d.plugins[path] = &loadedPlugin{plugin: p, spec: spec, by: fmt.Sprintf("%s:%d", f.Path, f.Line(at))}
+		d.log.Info("plugin loaded", "plugin", p.Name(), "version", p.Descriptor().Version, "sha256", p.SHA256(),
+			"grants", describeGrants(p.Manifest()), "actions", p.Keys())
+	}
+	return nil
+}
+
+// pluginFile returns the .wasm file of a plugin path: the file itself, or the build of
+// a Go plugin's directory.
+func (d *Deployment) pluginFile(ctx context.Context, path string) (string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if !info.IsDir() {
+		return path, nil
+	}
+	d.log.Info("building plugin", "dir", path)
+	start := time.Now()
+	wasm, err := pluginbuild.Build(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	d.log.Info("plugin built", "dir", path, "took", time.Since(start).Round(time.Millisecond))
+	return wasm, nil
+}
+
+// describeGrants summarises a manifest for the log: what was granted, secrets by name.
+func describeGrants(m host.Manifest) string {
+	parts := []string{"state " + string(m.State), "timeout " + m.Timeout.String(), fmt.Sprintf("memory %d pages", m.MemoryPages)}
+	if len(m.HTTP) > 0 {
+		parts = append(parts, "http "+strings.Join(m.HTTP, ","))
+	}
+	if len(m.Config) > 0 {
+		parts = append(parts, "config "+strings.Join(slices.Sorted(maps.Keys(m.Config)), ","))
+	}
+	if len(m.Secrets) > 0 {
+		parts = append(parts, "secrets "+strings.Join(slices.Sorted(maps.Keys(m.Secrets)), ","))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// define defines a file's agent.
+func (d *Deployment) define(f *File) (*Agent, error) {
+	mine := map[string]bool{}
+	for _, spec := range f.Plugins {
+		mine[d.plugins[f.Resolve(spec.Path)].plugin.Name()] = true
+	}
+	if err := d.checkNames(f, mine); err != nil {
+		return nil, err
+	}
+	var common []agent.CommonOption
+	common = append(common, agent.WithMiddleware(d.meter.middleware(d.pluginOf)))
+	if f.Model.Name != "" {
+		common = append(common, agent.WithModelName(f.Model.Name))
+	}
+	if f.Model.Config != nil {
+		common = append(common, agent.WithConfig(f.Model.Config))
+	}
+	if f.Model.Retries > 0 || f.Model.Timeout > 0 || len(f.Model.Backups) > 0 {
+		retries := f.Model.Retries
+		if retries == 0 {
+			retries = -1 // none, where Reliability's zero means its default
+		}
+		common = append(common, agent.WithMiddleware(agent.Reliable(d.reg, agent.Reliability{
+			Retries: retries, Timeout: f.Model.Timeout, Backups: f.Model.Backups})))
+	}
+	if len(f.Tools) > 0 {
+		common = append(common, agent.WithToolNames(f.Tools...))
+	}
+	if f.MaxTurns > 0 {
+		common = append(common, agent.WithMaxTurns(f.MaxTurns))
+	}
+	opts := []session.AgentOption[State]{session.WithGenerateOpts[State](common...)}
+	if f.Prompt != "" {
+		p, err := d.parsePrompt(f)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, session.WithBasePrompt[State, any](p, nil))
+	}
+	var handlers []agent.Handler
+	for _, name := range f.Handlers {
+		h, _ := d.reg.LookupHandler(name) // checked
+		handlers = append(handlers, d.meter.handler(h, d.pluginOf(name)))
+	}
+	if len(handlers) > 0 {
+		opts = append(opts, session.WithHandlers[State](handlers...))
+	}
+	a := &Agent{Name: f.Name, Description: f.Description, File: f.Path, Model: f.Model.Name,
+		Tools: slices.Clone(f.Tools), Plugins: slices.Sorted(maps.Keys(mine)), SnapshotStore: f.SnapshotStore()}
+	switch a.SnapshotStore {
+	case StoreBadger:
+		a.store = d.disk
+	case StoreMemory:
+		a.store = d.memory
+	}
+	if a.store != nil {
+		opts = append(opts, session.WithSnapshotStore(session.NewSnapshotStore[State](a.store, session.WithNamespace(a.Name))))
+		if len(f.Snapshots.On) > 0 {
+			events := make([]session.SnapshotEvent, len(f.Snapshots.On))
+			for i, e := range f.Snapshots.On {
+				events[i] = session.SnapshotEvent(e)
+			}
+			opts = append(opts, session.WithSnapshotCallback(session.SnapshotOn[State](events...)))
+		}
+	}
+	if d.reg.Lookup(agent.Key(agent.ActionTypeSessionFlow, f.Name)) != nil {
+		return nil, f.errorf("name", "a session flow named %q is already defined", f.Name)
+	}
+	flow, err := defineAgent(d.reg, f.Name, opts)
+	if err != nil {
+		return nil, f.wrap("prompt", err)
+	}
+	d.defined = append(d.defined, flow.Desc().Key)
+	for _, sa := range flow.SnapshotActions() {
+		d.defined = append(d.defined, sa.Desc().Key)
+	}
+	a.flow = flow
+	return a, nil
+}
+
+// defineAgent is session.DefineAgent returning its panic (an invalid prompt, say) as an
+// error.
+func defineAgent(r *agent.Registry, name string, opts []session.AgentOption[State]) (flow *session.SessionFlow[Status, State], err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%v", v)
+		}
+	}()
+	return session.DefineAgent[Status, State](r, name, opts...), nil
+}
+
+// parsePrompt parses the file's prompt, registered under the agent's name.
+func (d *Deployment) parsePrompt(f *File) (*prompt.Prompt, error) {
+	if f.PromptFile() {
+		path := f.Resolve(strings.TrimSpace(f.Prompt))
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return nil, f.wrap("prompt", err)
+		}
+		return d.registerPrompt(f, path, src)
+	}
+	return d.registerPrompt(f, fmt.Sprintf("%s (the prompt of line %d)", f.Path, f.Line("prompt")), []byte(f.Prompt))
+}
+
+func (d *Deployment) registerPrompt(f *File, where string, src []byte) (*prompt.Prompt, error) {
+	p, err := prompt.Parse(d.reg, f.Name, where, src)
+	if err != nil {
+		return nil, f.wrap("prompt", err)
+	}
+	d.defined = append(d.defined, p.Desc().Key)
+	return p, nil
+}
+
+// checkNames checks that the models, tools and handlers a file names exist, and that
+// those coming from plugins come from plugins the file itself loads: an agent's
+// plugins are granted what its own file says.
+func (d *Deployment) checkNames(f *File, mine map[string]bool) error {
+	check := func(path, kind, name string, exists bool) error {
+		if !exists {
+			return f.errorf(path, "no %s named %q is registered (loaded plugins: %s)", kind, name, d.pluginNames())
+		}
+		if p := d.pluginOf(name); p != "" && !mine[p] {
+			return f.errorf(path, "%s %q comes from plugin %s, which this file does not load: add it under plugins", kind, name, p)
+		}
+		return nil
+	}
+	models := append([]string{}, f.Model.Name)
+	paths := []string{"model.name"}
+	for i, b := range f.Model.Backups {
+		models = append(models, b)
+		paths = append(paths, fmt.Sprintf("model.backups[%d]", i))
+	}
+	for i, name := range models {
+		if name == "" {
+			continue
+		}
+		_, err := d.reg.LookupModel(name)
+		if err := check(paths[i], "model", name, err == nil); err != nil {
+			return err
+		}
+	}
+	for i, name := range f.Tools {
+		if _, err := d.reg.LookupTool(name); err != nil {
+			if b, ok := builtin(name); ok {
+				if err := d.reg.Register(b); err != nil {
+					return f.wrap(fmt.Sprintf("tools[%d]", i), err)
+				}
+				d.defined = append(d.defined, b.Desc().Key)
+			}
+		}
+		_, err := d.reg.LookupTool(name)
+		if err := check(fmt.Sprintf("tools[%d]", i), "tool", name, err == nil); err != nil {
+			return err
+		}
+	}
+	for i, name := range f.Handlers {
+		_, err := d.reg.LookupHandler(name)
+		if err := check(fmt.Sprintf("handlers[%d]", i), "handler", name, err == nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pluginOf returns the plugin a model, tool or handler name comes from, or "".
+func (d *Deployment) pluginOf(name string) string {
+	prefix, _, ok := strings.Cut(name, "/")
+	if !ok {
+		return ""
+	}
+	if d.host.Plugin(prefix) == nil {
+		return ""
+	}
+	return prefix
+}
+
+func (d *Deployment) pluginNames() string {
+	var names []string
+	for _, p := range d.plugins {
+		names = append(names, p.plugin.Name())
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// warnings passes on the records of level Warn and above.
+type warnings struct{ slog.Handler }
+
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnings) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return warnings{w.Handler.WithAttrs(attrs)}
+}
+func (w warnings) WithGroup(name string) slog.Handler { return warnings{w.Handler.WithGroup(name)} }
+
+// Registry returns the registry the agents, their prompts and their plugins' actions
+// are in.
+func (d *Deployment) Registry() *agent.Registry { return d.reg }
+
+// Host returns the plugin host.
+func (d *Deployment) Host() *host.Host { return d.host }
+
+// Agents returns the agents, by name.
+func (d *Deployment) Agents() []*Agent {
+	out := make([]*Agent, 0, len(d.agents))
+	for _, name := range slices.Sorted(maps.Keys(d.agents)) {
+		out = append(out, d.agents[name])
+	}
+	return out
+}
+
+// Agent returns the agent named name, or an error wrapping agent.ErrNotFound.
+func (d *Deployment) Agent(name string) (*Agent, error) {
+	a, ok := d.agents[name]
+	if !ok {
+		return nil, fmt.Errorf("deploy: %w: agent %q", agent.ErrNotFound, name)
+	}
+	return a, nil
+}
+
+// Close removes the agents from the registry, unloads the plugins and closes the
+// snapshot store the deployment opened, which makes every snapshot saved durable on
+// disk (Badger syncs each commit already).
+func (d *Deployment) Close(ctx context.Context) error {
+	for _, key := range d.defined {
+		d.reg.Unregister(key)
+	}
+	errs := []error{d.host.Close(ctx)}
+	if d.ownDisk {
+		errs = append(errs, d.disk.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Flow returns the agent's session flow.
+func (a *Agent) Flow() *session.SessionFlow[Status, State] { return a.flow }
+
+// ServerManaged reports whether the agent keeps its sessions (a snapshot store), so
+// that clients resume them by ID, rather than keeping their state themselves.
+func (a *Agent) ServerManaged() bool { return a.store != nil }
+
+// Sessions lists the IDs of the sessions the agent keeps.
+func (a *Agent) Sessions(ctx context.Context) ([]string, error) {
+	if a.store == nil {
+		return nil, fmt.Errorf("deploy: agent %q: %w", a.Name, session.ErrNoSnapshotStore)
+	}
+	l, ok := a.store.(store.SessionLister)
+	if !ok {
+		return nil, fmt.Errorf("deploy: agent %q: its store (%T) cannot list sessions", a.Name, a.store)
+	}
+	return l.Sessions(ctx, a.Name)
+}
+
+// HasSession reports whether the agent keeps a session with this ID.
+func (a *Agent) HasSession(ctx context.Context, id string) (bool, error) {
+	if a.store == nil {
+		return false, nil
+	}
+	if err := store.CheckNames(id); err != nil {
+		return false, nil
+	}
+	_, err := a.store.Head(ctx, a.Name, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}

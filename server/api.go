@@ -1,0 +1,443 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent/session"
+	"github.com/terrarium-ai/terrarium/deploy"
+)
+
+// route is one route of the public API; the OpenAPI document's test reads them.
+type route struct {
+	method, pattern string
+	handler         http.HandlerFunc
+}
+
+// apiRoutes are the routes the OpenAPI document describes.
+func (s *Server) apiRoutes() []route {
+	return []route{
+		{"GET", "/api/agents", s.listAgents},
+		{"GET", "/api/agents/{agent}", s.getAgent},
+		{"POST", "/api/agents/{agent}/sessions", s.createSession},
+		{"GET", "/api/agents/{agent}/sessions", s.listSessions},
+		{"GET", "/api/agents/{agent}/sessions/{session}", s.getSession},
+		{"DELETE", "/api/agents/{agent}/sessions/{session}", s.closeSession},
+		{"POST", "/api/agents/{agent}/sessions/{session}/turns", s.sendTurn},
+		{"POST", "/api/agents/{agent}/sessions/{session}/cancel", s.cancelTurn},
+		{"GET", "/api/agents/{agent}/sessions/{session}/snapshots", s.listSnapshots},
+		{"GET", "/api/agents/{agent}/snapshots/{snapshot}", s.getSnapshot},
+		{"POST", "/api/agents/{agent}/snapshots/{snapshot}/abort", s.abortSnapshot},
+		{"GET", "/api/agents/{agent}/connect", s.connect},
+		{"GET", "/v1/models", s.openAIModels},
+		{"POST", "/v1/chat/completions", s.chatCompletions},
+		{"GET", "/healthz", s.healthz},
+		{"GET", "/readyz", s.readyz},
+	}
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	for _, r := range s.apiRoutes() {
+		mux.HandleFunc(r.method+" "+r.pattern, r.handler)
+	}
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	if s.promh != nil {
+		mux.Handle("GET /metrics", s.promh)
+	}
+	mux.Handle("/", pageHandler())
+	for _, prefix := range []string{"/api/", "/v1/"} {
+		mux.HandleFunc(prefix, func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusNotFound, &abi.Error{Code: abi.CodeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+		})
+	}
+	return mux
+}
+
+// agentOf returns the agent the request's path names.
+func (s *Server) agentOf(r *http.Request) (*deploy.Agent, error) {
+	a, err := s.dep.Agent(r.PathValue("agent"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q", ErrAgentNotFound, r.PathValue("agent"))
+	}
+	return a, nil
+}
+
+// AgentInfo describes a served agent.
+type AgentInfo struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Model       string   `json:"model,omitempty"`
+	Tools       []string `json:"tools"`
+	Plugins     []string `json:"plugins"`
+	// Snapshots is where its sessions are kept: badger, memory or none.
+	Snapshots string `json:"snapshots"`
+	// StateManagement is "server" when the agent keeps its sessions, "client" when
+	// its clients keep their state.
+	StateManagement string `json:"stateManagement"`
+}
+
+func agentInfo(a *deploy.Agent) AgentInfo {
+	m := "client"
+	if a.ServerManaged() {
+		m = "server"
+	}
+	return AgentInfo{Name: a.Name, Description: a.Description, Model: a.Model, Tools: nonNil(a.Tools),
+		Plugins: nonNil(a.Plugins), Snapshots: a.SnapshotStore, StateManagement: m}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request) {
+	out := []AgentInfo{}
+	for _, a := range s.dep.Agents() {
+		out = append(out, agentInfo(a))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"agents": out})
+}
+
+func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
+	a, err := s.agentOf(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, agentInfo(a))
+}
+
+// SessionInfo describes a session.
+type SessionInfo struct {
+	SessionID string `json:"sessionId"`
+	Agent     string `json:"agent,omitempty"`
+	// Open says the session has a connection on this server; Running, that a turn runs
+	// on it now.
+	Open    bool `json:"open"`
+	Running bool `json:"running"`
+	// Snapshot is the session's latest snapshot, when its agent keeps sessions and it
+	// has one.
+	Snapshot *deploy.Snapshot `json:"snapshot,omitempty"`
+}
+
+// readInit reads an optional JSON body: the init of a session.
+func (s *Server) readInit(w http.ResponseWriter, r *http.Request) (json.RawMessage, error) {
+	if r.ContentLength == 0 {
+		return nil, nil
+	}
+	var raw json.RawMessage
+	if err := decodeBody(w, r, s.maxBody, &raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	a, err := s.agentOf(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	init, err := s.readInit(w, r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	l, err := s.sessions.start(a, init)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, SessionInfo{SessionID: l.id, Agent: a.Name, Open: true})
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	a, err := s.agentOf(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	open := s.sessions.list(a)
+	ids := []string{}
+	if a.ServerManaged() {
+		if ids, err = a.Sessions(r.Context()); err != nil {
+			writeError(w, r, err)
+			return
+		}
+	}
+	for id := range open {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	out := make([]SessionInfo, len(ids))
+	for i, id := range ids {
+		running, isOpen := open[id]
+		out[i] = SessionInfo{SessionID: id, Open: isOpen, Running: running}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	a, err := s.agentOf(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("session")
+	info := SessionInfo{SessionID: id, Agent: a.Name}
+	if l := s.sessions.peek(a, id); l != nil {
+		l.mu.Lock()
+		info.Open, info.Running = true, l.running
+		l.mu.Unlock()
+	}
+	if st := a.Flow().SnapshotStore(); st != nil {
+		snap, err := st.LatestSnapshot(r.Context(), id)
+		switch {
+		case err == nil:
+			info.Snapshot = snap
+		case !errors.Is(err, session.ErrSnapshotNotFound):
+			writeError(w, r, err)
+			return
+		}
+	}
+	if !info.Open && info.Snapshot == nil {
+		writeError(w, r, fmt.Errorf("%w: agent %s has no session %q", ErrSessionNotFound, a.Name, id))
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
+	a, err := s.agentOf(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("session")
+	if l := s.sessions.peek(a, id); l != nil {
+		if err := s.sessions.closeSession(l); err != nil {
+			writeError(w, r, err)
+			return
+		}
+	} else if ok, err := a.HasSession(r.Context(), id); err != nil || !ok {
+		writeError(w, r, errors.Join(fmt.Errorf("%w: agent %s has no session %q", ErrSessionNotFound, a.Name, id), err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// TurnRequest is one turn's input: a text (a user message), messages, or a resume
+// answering the tool requests that interrupted the last turn; detach runs the turn in
+// the background.
+type TurnRequest struct {
+	Text     string         `json:"text,omitempty"`
+	Messages []*abi.Message `json:"messages,omitempty"`
+	Resume   *abi.Resume    `json:"resume,omitempty"`
+	Detach   bool           `json:"detach,omitempty"`
+}
+
+// input is the flow's input for the request.
+func (t *TurnRequest) input() (*session.SessionFlowInput, error) {
+	in := &session.SessionFlowInput{Messages: t.Messages, Resume: t.Resume, Detach: t.Detach}
+	if t.Text != "" {
+		if len(t.Messages) > 0 {
+			return nil, fmt.Errorf("%w: give text or messages, not both", ErrBadJSON)
+		}
+		in.Messages = []*abi.Message{abi.NewUserTextMessage(t.Text)}
+	}
+	return in, nil
+}
+
+// wantsStream reports whether a client asked for server-sent events.
+func wantsStream(r *http.Request) bool {
+	return r.URL.Query().Get("stream") == "true" || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+func (s *Server) sendTurn(w http.ResponseWriter, r *http.Request) {
+	a, err := s.agentOf(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	var req TurnRequest
+	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	in, err := req.input()
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	l, err := s.sessions.get(r.Context(), a, r.PathValue("session"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.Header().Set("X-Terrarium-Session-Id", l.id)
+	stream := wantsStream(r)
+	var events *sseWriter
+	chunks := []*session.AnyChunk{}
+	first := true
+	err = s.sessions.turn(l, in, func(c *session.AnyChunk) error {
+		if first {
+			first = false
+			if c.Error != nil {
+				// Refused before anything streamed: a status, below.
+				return c.Error
+			}
+			if stream {
+				events = newSSE(w)
+			}
+		}
+		if !stream {
+			chunks = append(chunks, c)
+			return nil
+		}
+		return events.send("", c)
+	})
+	switch {
+	case events != nil && err != nil:
+		_, body := classify(err)
+		events.send("error", body)
+	case events != nil:
+	case err != nil:
+		writeError(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"sessionId": l.id, "chunks": chunks})
+	}
+}
+
+func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request) {
+	a, err := s.agentOf(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("session")
+	l := s.sessions.peek(a, id)
+	if l == nil {
+		if ok, _ := a.HasSession(r.Context(), id); ok {
+			writeError(w, r, fmt.Errorf("%w: session %s", ErrNoRunningTurn, id))
+			return
+		}
+		writeError(w, r, fmt.Errorf("%w: agent %s has no session %q", ErrSessionNotFound, a.Name, id))
+		return
+	}
+	if err := s.sessions.cancelTurn(l); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, SessionInfo{SessionID: id, Agent: a.Name})
+}
+
+// snapshotStore returns the agent's snapshot store, or ErrNoSnapshotStore.
+func snapshotStore(a *deploy.Agent) (session.SnapshotStore[deploy.State], error) {
+	st := a.Flow().SnapshotStore()
+	if st == nil {
+		return nil, fmt.Errorf("agent %s: %w: its clients keep their sessions", a.Name, session.ErrNoSnapshotStore)
+	}
+	return st, nil
+}
+
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	a, err := s.agentOf(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	st, err := snapshotStore(a)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("session")
+	snaps, err := st.ListSnapshots(r.Context(), id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if len(snaps) == 0 {
+		writeError(w, r, fmt.Errorf("%w: agent %s has no session %q", ErrSessionNotFound, a.Name, id))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"snapshots": snaps})
+}
+
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	a, err := s.agentOf(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	st, err := snapshotStore(a)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	snap, err := st.GetSnapshot(r.Context(), r.PathValue("snapshot"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, snap)
+}
+
+func (s *Server) abortSnapshot(w http.ResponseWriter, r *http.Request) {
+	a, err := s.agentOf(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	snap, err := a.Flow().Abort(r.Context(), r.PathValue("snapshot"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, snap)
+}
+
+// sseWriter writes server-sent events, flushing each.
+type sseWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newSSE(w http.ResponseWriter) *sseWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+}
+
+// send writes one event of the given type ("" for the default, message) with v as
+// its JSON data.
+func (e *sseWriter) send(event string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	if event != "" {
+		b.WriteString("event: " + event + "\n")
+	}
+	b.WriteString("data: ")
+	b.Write(data)
+	b.WriteString("\n\n")
+	if _, err := e.w.Write([]byte(b.String())); err != nil {
+		return err
+	}
+	return e.rc.Flush()
+}

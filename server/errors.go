@@ -1,0 +1,138 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
+)
+
+// The server's own errors, for errors.Is.
+var (
+	// ErrBadJSON: a request body is not valid JSON, or not of the expected shape.
+	ErrBadJSON = errors.New("malformed JSON")
+	// ErrTooLarge: a request body is larger than the server accepts.
+	ErrTooLarge = errors.New("request body too large")
+	// ErrAgentNotFound: no agent of that name is served.
+	ErrAgentNotFound = errors.New("agent not found")
+	// ErrSessionNotFound: the agent keeps no session of that ID, and none is open.
+	ErrSessionNotFound = errors.New("session not found")
+	// ErrSessionBusy: a turn is already running on the session.
+	ErrSessionBusy = errors.New("a turn is already running on this session")
+	// ErrSessionOpen: a resume from a snapshot names a session open on this server.
+	ErrSessionOpen = errors.New("the session is open")
+	// ErrNoRunningTurn: a cancel found no turn running on the session.
+	ErrNoRunningTurn = errors.New("no turn is running on this session")
+	// ErrCancelled: the client cancelled the turn.
+	ErrCancelled = errors.New("the turn was cancelled")
+	// ErrShuttingDown: the server is shutting down and starts no new turn.
+	ErrShuttingDown = errors.New("the server is shutting down")
+)
+
+// errorCodes maps errors to an HTTP status and a stable code, the one place where
+// either is decided. The first entry that errors.Is matches wins, so the more specific
+// errors come first.
+var errorCodes = []struct {
+	err    error
+	status int
+	code   abi.ErrorCode
+}{
+	{ErrBadJSON, http.StatusBadRequest, "invalid_json"},
+	{ErrTooLarge, http.StatusRequestEntityTooLarge, "body_too_large"},
+	{ErrAgentNotFound, http.StatusNotFound, "agent_not_found"},
+	{ErrSessionNotFound, http.StatusNotFound, "session_not_found"},
+	{session.ErrSnapshotNotFound, http.StatusNotFound, "snapshot_not_found"},
+	{agent.ErrNotFound, http.StatusNotFound, abi.CodeNotFound},
+	{agent.ErrInvalidResume, http.StatusUnprocessableEntity, "invalid_resume"},
+	{agent.ErrInvalidInput, http.StatusBadRequest, abi.CodeInvalidInput},
+	{agent.ErrInvalidToolInput, http.StatusBadRequest, abi.CodeInvalidInput},
+	{session.ErrInvalidInit, http.StatusBadRequest, "invalid_init"},
+	{session.ErrServerManaged, http.StatusBadRequest, "server_managed"},
+	{session.ErrNoSnapshotStore, http.StatusConflict, "no_snapshot_store"},
+	{session.ErrNotResumable, http.StatusConflict, "not_resumable"},
+	{session.ErrNotPending, http.StatusConflict, "not_pending"},
+	{session.ErrConflict, http.StatusConflict, "conflict"},
+	{ErrSessionBusy, http.StatusConflict, "session_busy"},
+	{ErrSessionOpen, http.StatusConflict, "session_open"},
+	{ErrNoRunningTurn, http.StatusConflict, "no_running_turn"},
+	{ErrCancelled, http.StatusConflict, "cancelled"},
+	{ErrShuttingDown, http.StatusServiceUnavailable, "shutting_down"},
+}
+
+// classify returns the HTTP status and the error envelope for err.
+func classify(err error) (int, *abi.Error) {
+	for _, e := range errorCodes {
+		if errors.Is(err, e.err) {
+			return e.status, &abi.Error{Code: e.code, Message: err.Error()}
+		}
+	}
+	var te *session.TurnError
+	if errors.As(err, &te) && te.Code != "" {
+		// A refusal from a flow in another process keeps only its code.
+		return http.StatusBadRequest, &abi.Error{Code: te.Code, Message: te.Message}
+	}
+	return http.StatusInternalServerError, &abi.Error{Code: abi.CodeInternal, Message: err.Error()}
+}
+
+// writeError answers a request with err's status and envelope.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := classify(err)
+	if status >= 500 {
+		slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	}
+	writeJSON(w, status, body)
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// decodeBody decodes a request's JSON body into v (see decodeStrict), refusing bodies
+// over the limit.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	data, err := readAll(w, r, limit)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(data, v)
+}
+
+// readAll reads a request's body, refusing one over the limit.
+func readAll(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, fmt.Errorf("%w: the limit is %d bytes", ErrTooLarge, mbe.Limit)
+		}
+		return nil, fmt.Errorf("%w: reading the body: %v", ErrBadJSON, err)
+	}
+	return data, nil
+}
+
+// decodeStrict decodes one JSON value into v, refusing unknown fields and trailing
+// data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: the body is empty", ErrBadJSON)
+		}
+		return fmt.Errorf("%w: %v", ErrBadJSON, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: more than one JSON value", ErrBadJSON)
+	}
+	return nil
+}

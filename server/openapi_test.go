@@ -1,0 +1,85 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/terrarium-ai/terrarium/internal/schema"
+)
+
+// TestResponsesMatchTheOpenAPIDocument checks real answers, successes and errors,
+// against the schemas the document served at /openapi.json gives them.
+func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
+	ts := newTestServer(t)
+	var doc map[string]any
+	ts.do(t, "GET", "/openapi.json", nil, &doc)
+	components := doc["components"]
+
+	check := func(method, path, pattern, body string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), method, ts.URL+path, strings.NewReader(body))
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		op, _ := doc["paths"].(map[string]any)[pattern].(map[string]any)[strings.ToLower(method)].(map[string]any)
+		if op == nil {
+			t.Fatalf("%s %s is not documented", method, pattern)
+		}
+		r, _ := op["responses"].(map[string]any)[fmt.Sprint(resp.StatusCode)].(map[string]any)
+		if r == nil {
+			t.Errorf("%s %s answered %d, which is not documented: %s", method, path, resp.StatusCode, data)
+			return
+		}
+		content, _ := r["content"].(map[string]any)
+		if content == nil {
+			return
+		}
+		media, _ := content["application/json"].(map[string]any)
+		s := map[string]any{"components": components}
+		for k, v := range media["schema"].(map[string]any) {
+			s[k] = v
+		}
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, data)
+		}
+		if err := schema.Validate(s, v); err != nil {
+			t.Errorf("%s %s (%d): %v\n%s", method, path, resp.StatusCode, err, data)
+		}
+	}
+
+	var info struct{ SessionID string }
+	ts.do(t, "POST", "/api/agents/echo/sessions", nil, &info)
+	id := info.SessionID
+	sessions := "/api/agents/{agent}/sessions"
+	session := sessions + "/{session}"
+	check("GET", "/api/agents", "/api/agents", "")
+	check("GET", "/api/agents/echo", "/api/agents/{agent}", "")
+	check("GET", "/api/agents/nope", "/api/agents/{agent}", "")
+	check("POST", "/api/agents/echo/sessions", sessions, `{"sessionId": "documented"}`)
+	check("POST", "/api/agents/echo/sessions", sessions, `{"bad": 1}`)
+	check("POST", "/api/agents/echo/sessions/"+id+"/turns", session+"/turns", `{"text": "hi"}`)
+	check("POST", "/api/agents/echo/sessions/"+id+"/turns", session+"/turns", `{"text": `)
+	check("POST", "/api/agents/echo/sessions/"+id+"/turns", session+"/turns", `{"resume": {"respond": [{"toolResponse": {"name": "askUser", "ref": "x", "output": 1}}]}}`)
+	check("GET", "/api/agents/echo/sessions", sessions, "")
+	check("GET", "/api/agents/echo/sessions/"+id, session, "")
+	check("GET", "/api/agents/echo/sessions/"+id+"/snapshots", session+"/snapshots", "")
+	var snaps struct{ Snapshots []struct{ SnapshotID string } }
+	ts.do(t, "GET", "/api/agents/echo/sessions/"+id+"/snapshots", nil, &snaps)
+	check("GET", "/api/agents/echo/snapshots/"+snaps.Snapshots[0].SnapshotID, "/api/agents/{agent}/snapshots/{snapshot}", "")
+	check("POST", "/api/agents/echo/snapshots/"+snaps.Snapshots[0].SnapshotID+"/abort", "/api/agents/{agent}/snapshots/{snapshot}/abort", "")
+	check("POST", "/api/agents/echo/sessions/"+id+"/cancel", session+"/cancel", "")
+	check("DELETE", "/api/agents/echo/sessions/"+id, session, "")
+	check("GET", "/v1/models", "/v1/models", "")
+	check("POST", "/v1/chat/completions", "/v1/chat/completions", `{"model": "echo", "messages": [{"role": "user", "content": "hi"}]}`)
+	check("POST", "/v1/chat/completions", "/v1/chat/completions", `{"model": "nope", "messages": [{"role": "user", "content": "hi"}]}`)
+	check("GET", "/healthz", "/healthz", "")
+	check("GET", "/readyz", "/readyz", "")
+}

@@ -1,0 +1,120 @@
+package server_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func reflectionServer(t *testing.T) (*testServer, *httptest.Server) {
+	ts := newTestServer(t)
+	rs := httptest.NewServer(ts.srv.ReflectionHandler("runtime-1"))
+	t.Cleanup(rs.Close)
+	return ts, rs
+}
+
+func TestReflectionListsActions(t *testing.T) {
+	_, rs := reflectionServer(t)
+	for id, want := range map[string]int{"": 200, "runtime-1": 200, "other": 503} {
+		resp, err := http.Get(rs.URL + "/api/__health?id=" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("health with id %q: %d, want %d", id, resp.StatusCode, want)
+		}
+	}
+	resp, err := http.Get(rs.URL + "/api/actions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var actions map[string]struct {
+		Type, Key, Name string
+		InputSchema     map[string]any `json:"inputSchema"`
+		InitSchema      map[string]any `json:"initSchema"`
+		Metadata        map[string]any `json:"metadata"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&actions); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"/session-flow/echo", "/snapshot-store/echo/getSnapshot", "/snapshot-store/echo/listSnapshots",
+		"/snapshot-store/echo/abortSnapshot", "/model/test/echo", "/tool/askUser"} {
+		a, ok := actions[key]
+		if !ok || a.Key != key || a.Metadata == nil {
+			t.Errorf("%s listed as %+v", key, a)
+		}
+	}
+	if flow := actions["/session-flow/echo"]; flow.Type != "session-flow" || flow.InputSchema == nil || flow.InitSchema == nil {
+		t.Errorf("the agent's flow: %+v", flow)
+	}
+}
+
+// runAction runs an action through the reflection API and returns the streamed chunks
+// and the final JSON object.
+func runAction(t *testing.T, rs *httptest.Server, body string) ([]string, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(rs.URL+"/api/runAction?stream=true", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Genkit-Trace-Id") == "" {
+		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	var final map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &final); err != nil {
+		t.Fatalf("last piece %q: %v", lines[len(lines)-1], err)
+	}
+	return lines[:len(lines)-1], final
+}
+
+func TestReflectionRunsActions(t *testing.T) {
+	_, rs := reflectionServer(t)
+
+	chunks, final := runAction(t, rs, `{"key": "/model/test/echo", "input": {"messages": [{"role": "user", "content": [{"text": "a b"}]}]}}`)
+	if len(chunks) != 3 || final["result"].(map[string]any)["message"] == nil {
+		t.Errorf("model: chunks %q, final %v", chunks, final)
+	}
+
+	chunks, final = runAction(t, rs, `{"key": "/session-flow/echo", "input": {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}}`)
+	result := final["result"].(map[string]any)
+	session := result["sessionId"].(string)
+	if !strings.Contains(strings.Join(chunks, "\n"), `"endTurn":true`) || len(result["snapshotIds"].([]any)) != 1 {
+		t.Errorf("agent: chunks %q, final %v", chunks, final)
+	}
+	// With init, the next turn of the same session.
+	_, final = runAction(t, rs, `{"key": "/session-flow/echo", "init": {"sessionId": "`+session+`"}, "input": {"messages": [{"role": "user", "content": [{"text": "again"}]}]}}`)
+	if msgs := final["result"].(map[string]any)["state"].(map[string]any)["messages"].([]any); len(msgs) != 4 {
+		t.Errorf("the resumed session holds %d messages", len(msgs))
+	}
+	_, final = runAction(t, rs, `{"key": "/snapshot-store/echo/listSnapshots", "input": {"sessionId": "`+session+`"}}`)
+	if snaps := final["result"].([]any); len(snaps) != 2 {
+		t.Errorf("listSnapshots: %v", final)
+	}
+
+	for body, code := range map[string]float64{
+		`{"key": "/tool/nope", "input": {}}`:                                          5,
+		`{"key": "/tool/askUser", "input": {"question": 3}}`:                          3,
+		`{"key": "/model/test/echo", "init": {}, "input": {}}`:                        3,
+		`{"key": "/session-flow/echo", "init": {"snapshotId": "nope"}, "input": {}}`:  5,
+		`{"key": "/snapshot-store/echo/abortSnapshot", "input": {"snapshotId": "x"}}`: 5,
+	} {
+		_, final := runAction(t, rs, body)
+		e, _ := final["error"].(map[string]any)
+		if e == nil || e["code"] != code || e["message"] == "" {
+			t.Errorf("%s: %v, want code %v", body, final, code)
+		}
+	}
+}

@@ -1,0 +1,281 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/deploy"
+	"github.com/terrarium-ai/terrarium/server"
+)
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// gate is a model that blocks each call until released, so a test can hold a turn
+// running.
+type gate struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+// testAgents are agents over native models: echo (kept in Badger, with askUser),
+// gate (a model that waits to be released) and client (its clients keep the state).
+var testAgents = map[string]string{
+	"echo.yaml":   "name: echo\ndescription: Echoes.\nmodel: {name: test/echo}\ntools: [askUser]\n",
+	"gate.yaml":   "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
+	"client.yaml": "name: client\nmodel: {name: test/echo}\nsnapshots: {store: none}\n",
+}
+
+// testRegistry defines the test models: test/echo streams "echo: <text>" word by word,
+// calls askUser when told "ask <question>", and reports tool results.
+func testRegistry(g *gate) *agent.Registry {
+	r := agent.NewRegistry()
+	agent.DefineModel(r, "test/echo", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == abi.RoleTool {
+			out, _ := json.Marshal(last.ToolResponses()[0].Output)
+			return &abi.GenerateResponse{Message: abi.NewModelTextMessage("answer: " + string(out)), FinishReason: abi.FinishStop}, nil
+		}
+		if q, ok := strings.CutPrefix(last.Text(), "ask "); ok {
+			return &abi.GenerateResponse{Message: abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{
+				Name: "askUser", Ref: "q1", Input: map[string]any{"question": q}}))}, nil
+		}
+		text := "echo: " + last.Text()
+		for _, w := range strings.SplitAfter(text, " ") {
+			if cb != nil {
+				if err := cb(ctx, &abi.GenerateResponseChunk{Role: abi.RoleModel, Content: []*abi.Part{abi.NewTextPart(w)}}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return &abi.GenerateResponse{Message: abi.NewModelTextMessage(text), FinishReason: abi.FinishStop}, nil
+	})
+	if g != nil {
+		agent.DefineModel(r, "test/gate", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+			g.started <- struct{}{}
+			select {
+			case <-g.release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &abi.GenerateResponse{Message: abi.NewModelTextMessage("released"), FinishReason: abi.FinishStop}, nil
+		})
+	}
+	return r
+}
+
+type testServer struct {
+	*httptest.Server
+	srv  *server.Server
+	dep  *deploy.Deployment
+	gate *gate
+}
+
+// newTestServer serves testAgents with opts.
+func newTestServer(t *testing.T, opts ...server.Option) *testServer {
+	t.Helper()
+	return newTestServerWith(t, nil, opts...)
+}
+
+// newTestServerWith is newTestServer with options for the deployment too.
+func newTestServerWith(t testing.TB, depOpts []deploy.Option, opts ...server.Option) *testServer {
+	t.Helper()
+	dir := t.TempDir()
+	for name, src := range testAgents {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := deploy.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{started: make(chan struct{}), release: make(chan struct{})}
+	d, err := deploy.New(t.Context(), files, append([]deploy.Option{deploy.WithRegistry(testRegistry(g)),
+		deploy.WithDataDir(filepath.Join(dir, "data")), deploy.WithLogger(quietLog)}, depOpts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(d, append([]server.Option{server.WithLogger(quietLog)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ts.Close()
+		srv.Shutdown(context.Background())
+		d.Close(context.Background())
+	})
+	return &testServer{Server: ts, srv: srv, dep: d, gate: g}
+}
+
+// do sends a request with a JSON body (a string is sent as it is) and decodes the JSON
+// answer into out, if given; it returns the response.
+func (ts *testServer) do(t *testing.T, method, path string, body any, out any) *http.Response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, ts.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, data, err)
+		}
+	}
+	return resp
+}
+
+// newSession creates a session of the agent and returns its ID.
+func (ts *testServer) newSession(t *testing.T, agent string, init any) string {
+	t.Helper()
+	var info server.SessionInfo
+	if resp := ts.do(t, "POST", "/api/agents/"+agent+"/sessions", init, &info); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("creating a session of %s: status %d", agent, resp.StatusCode)
+	}
+	return info.SessionID
+}
+
+// event is one server-sent event.
+type event struct {
+	name string
+	data string
+}
+
+// streamTurn sends a turn asking for server-sent events and returns them.
+func (ts *testServer) streamTurn(t *testing.T, agent, session string, body any) (*http.Response, []event) {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", fmt.Sprintf("%s/api/agents/%s/sessions/%s/turns", ts.URL, agent, session), bytes.NewReader(data))
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return resp, readEvents(t, resp.Body)
+}
+
+func readEvents(t *testing.T, r io.Reader) []event {
+	t.Helper()
+	var events []event
+	var cur event
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.data != "" {
+				events = append(events, cur)
+			}
+			cur = event{}
+		case strings.HasPrefix(line, "event: "):
+			cur.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			cur.data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+	return events
+}
+
+// textOf joins the model text of a turn's events.
+func textOf(t *testing.T, events []event) string {
+	t.Helper()
+	var b strings.Builder
+	for _, e := range events {
+		var c struct {
+			Chunk *abi.GenerateResponseChunk `json:"chunk"`
+		}
+		if e.name == "" && json.Unmarshal([]byte(e.data), &c) == nil && c.Chunk != nil && c.Chunk.Role == abi.RoleModel {
+			b.WriteString(c.Chunk.Text())
+		}
+	}
+	return b.String()
+}
+
+func TestTurnStreamsServerSentEvents(t *testing.T) {
+	ts := newTestServer(t)
+	id := ts.newSession(t, "echo", nil)
+	resp, events := ts.streamTurn(t, "echo", id, map[string]any{"text": "hello there"})
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get(server.SessionHeader) != id {
+		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
+	}
+	if got := textOf(t, events); got != "echo: hello there" {
+		t.Errorf("streamed text %q", got)
+	}
+	var chunks int
+	for _, e := range events {
+		if strings.Contains(e.data, `"chunk":{`) {
+			chunks++
+		}
+	}
+	if chunks < 3 {
+		t.Errorf("the answer came in %d chunks; the model streams a chunk per word", chunks)
+	}
+	last := events[len(events)-1].data
+	if !strings.Contains(last, `"endTurn":true`) || !strings.Contains(last, `"finishReason":"stop"`) {
+		t.Errorf("last event %s", last)
+	}
+
+	// The same turn without streaming is one JSON document.
+	var out struct {
+		SessionID string            `json:"sessionId"`
+		Chunks    []json.RawMessage `json:"chunks"`
+	}
+	if resp := ts.do(t, "POST", "/api/agents/echo/sessions/"+id+"/turns", `{"text":"again"}`, &out); resp.StatusCode != 200 || out.SessionID != id || len(out.Chunks) < 3 {
+		t.Errorf("JSON turn: status %d, %+v", resp.StatusCode, out)
+	}
+
+	// Both turns are kept: the session's latest snapshot has four messages.
+	var info server.SessionInfo
+	ts.do(t, "GET", "/api/agents/echo/sessions/"+id, nil, &info)
+	if info.Snapshot == nil || len(info.Snapshot.State.Messages) != 4 || !info.Open {
+		t.Errorf("session info: %+v", info)
+	}
+}
+
+func TestInterruptAnsweredOverHTTP(t *testing.T) {
+	ts := newTestServer(t)
+	id := ts.newSession(t, "echo", nil)
+	_, events := ts.streamTurn(t, "echo", id, map[string]any{"text": "ask your name?"})
+	last := events[len(events)-1].data
+	if !strings.Contains(last, `"finishReason":"interrupted"`) {
+		t.Fatalf("the turn did not end interrupted: %s", last)
+	}
+	answer := map[string]any{"resume": map[string]any{"respond": []any{
+		map[string]any{"toolResponse": map[string]any{"name": "askUser", "ref": "q1", "output": "Ada"}}}}}
+	resp, events := ts.streamTurn(t, "echo", id, answer)
+	if resp.StatusCode != 200 || textOf(t, events) != `answer: "Ada"` {
+		t.Errorf("after the answer: %d %q", resp.StatusCode, textOf(t, events))
+	}
+}

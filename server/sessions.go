@@ -1,0 +1,349 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/terrarium-ai/terrarium/agent/session"
+	"github.com/terrarium-ai/terrarium/deploy"
+)
+
+// live is a session open on this server: one connection to its agent's flow, which
+// every transport's turns on the session go through, one turn at a time.
+type live struct {
+	agent  *deploy.Agent
+	id     string
+	conn   session.AnyConnection
+	ctx    context.Context // the connection's
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	running  bool
+	attached int       // WebSocket connections holding it open
+	idle     time.Time // when its last turn ended
+}
+
+type sessionKey struct{ agent, id string }
+
+// sessions holds the sessions open on this server.
+type sessions struct {
+	base    context.Context // the server's: connections outlive the requests that open them
+	metrics *metrics
+
+	mu       sync.Mutex
+	open     map[sessionKey]*live
+	draining bool
+	turns    sync.WaitGroup // turns running
+}
+
+func newSessions(base context.Context, m *metrics) *sessions {
+	return &sessions{base: base, metrics: m, open: map[sessionKey]*live{}}
+}
+
+// initIDs are the IDs an init names, read before connecting.
+type initIDs struct {
+	SessionID  string `json:"sessionId"`
+	SnapshotID string `json:"snapshotId"`
+}
+
+// start opens a session from a client's init (SessionFlowInit JSON). A session that is
+// open already is returned as it is when the init names it by ID; resuming it from a
+// snapshot while it is open is ErrSessionOpen.
+func (s *sessions) start(a *deploy.Agent, init json.RawMessage) (*live, error) {
+	var ids initIDs
+	if len(init) > 0 {
+		// ConnectAny decodes the init strictly; this only finds the IDs.
+		json.Unmarshal(init, &ids)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return nil, ErrShuttingDown
+	}
+	if ids.SessionID != "" && ids.SnapshotID == "" {
+		if l := s.open[sessionKey{a.Name, ids.SessionID}]; l != nil {
+			return l, nil
+		}
+	}
+	l, err := s.connect(a, init)
+	if err != nil {
+		return nil, err
+	}
+	if s.open[sessionKey{a.Name, l.id}] != nil {
+		l.close()
+		return nil, fmt.Errorf("%w: session %s: close it first, or resume it by its session ID", ErrSessionOpen, l.id)
+	}
+	s.add(l)
+	return l, nil
+}
+
+// get returns the open session, or opens a session the agent keeps: after a restart,
+// or once it was closed for idleness.
+func (s *sessions) get(ctx context.Context, a *deploy.Agent, id string) (*live, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return nil, ErrShuttingDown
+	}
+	if l := s.open[sessionKey{a.Name, id}]; l != nil {
+		return l, nil
+	}
+	ok, err := a.HasSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: agent %s has no session %q", ErrSessionNotFound, a.Name, id)
+	}
+	init, _ := json.Marshal(initIDs{SessionID: id})
+	l, err := s.connect(a, init)
+	if err != nil {
+		return nil, err
+	}
+	s.add(l)
+	return l, nil
+}
+
+// peek returns the open session, or nil.
+func (s *sessions) peek(a *deploy.Agent, id string) *live {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open[sessionKey{a.Name, id}]
+}
+
+func (s *sessions) connect(a *deploy.Agent, init json.RawMessage) (*live, error) {
+	ctx, cancel := context.WithCancelCause(s.base)
+	conn, err := a.Flow().ConnectAny(ctx, init)
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	return &live{agent: a, id: conn.SessionID(), conn: conn, ctx: ctx, cancel: cancel, idle: time.Now()}, nil
+}
+
+// add registers an open session; the caller holds s.mu.
+func (s *sessions) add(l *live) {
+	s.open[sessionKey{l.agent.Name, l.id}] = l
+	s.metrics.liveSessions.Add(s.base, 1)
+}
+
+// remove forgets an open session whose connection ended or is being closed.
+func (s *sessions) remove(l *live) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := sessionKey{l.agent.Name, l.id}
+	if s.open[k] == l {
+		delete(s.open, k)
+		s.metrics.liveSessions.Add(s.base, -1)
+	}
+}
+
+// turn runs one turn on an open session: it sends the input and hands every chunk of
+// the turn to emit. Once emit fails (the client left), the turn still runs to its end,
+// unseen, so that it is snapshotted as usual. A second turn at once is ErrSessionBusy.
+func (s *sessions) turn(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
+	if err := s.claim(l); err != nil {
+		return err
+	}
+	return s.run(l, in, emit)
+}
+
+// claim marks the session as running a turn, or fails with ErrSessionBusy (or
+// ErrShuttingDown). run must follow.
+func (s *sessions) claim(l *live) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return ErrShuttingDown
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running {
+		return fmt.Errorf("%w: session %s", ErrSessionBusy, l.id)
+	}
+	l.running = true
+	s.turns.Add(1)
+	return nil
+}
+
+// run runs the turn claimed on the session. The turn's last chunk (EndTurn) is handed
+// to emit only once the session is free again, so a client that answers it with the
+// next turn at once never finds the session busy.
+func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
+	start := time.Now()
+	listening := true
+	var last *session.AnyChunk
+	err := s.runTurn(l, in, func(c *session.AnyChunk) error {
+		if c.EndTurn {
+			last = c
+			return nil
+		}
+		if listening && emit(c) != nil {
+			listening = false
+		}
+		return nil
+	})
+	s.metrics.turn(s.base, l.agent.Name, start, err)
+	l.mu.Lock()
+	l.running, l.idle = false, time.Now()
+	l.mu.Unlock()
+	s.turns.Done()
+	if last != nil && listening {
+		emit(last)
+	}
+	return err
+}
+
+// runTurn sends the input and hands the turn's chunks to emit, reading them all
+// whatever emit says.
+func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
+	ended := func() {
+		select {
+		case <-l.conn.Done():
+		case <-l.ctx.Done():
+		default:
+			return
+		}
+		// Detached, halted, failed or cancelled: the connection is over.
+		s.remove(l)
+		l.cancel(nil)
+	}
+	if err := l.conn.Send(in); err != nil {
+		ended()
+		if cause := context.Cause(l.ctx); cause != nil {
+			err = cause
+		}
+		return err
+	}
+	var refused error
+	for c, err := range l.conn.Receive() {
+		if c == nil {
+			ended()
+			return err
+		}
+		if err != nil && refused == nil {
+			refused = err
+		}
+		emit(c)
+	}
+	ended()
+	return refused
+}
+
+// cancelTurn ends the session's running turn, and with it the session's connection:
+// what the turn changed since the last snapshot is lost, and the next turn resumes
+// from that snapshot.
+func (s *sessions) cancelTurn(l *live) error {
+	l.mu.Lock()
+	running := l.running
+	l.mu.Unlock()
+	if !running {
+		return fmt.Errorf("%w: session %s", ErrNoRunningTurn, l.id)
+	}
+	l.cancel(ErrCancelled)
+	return nil
+}
+
+// closeSession closes an open session's connection, which saves a last snapshot if its
+// state changed since the last one. A running turn makes it ErrSessionBusy.
+func (s *sessions) closeSession(l *live) error {
+	l.mu.Lock()
+	running := l.running
+	l.mu.Unlock()
+	if running {
+		return fmt.Errorf("%w: session %s", ErrSessionBusy, l.id)
+	}
+	s.remove(l)
+	return l.close()
+}
+
+// close closes the connection and waits for the flow to finish.
+func (l *live) close() error {
+	l.conn.Close()
+	_, err := l.conn.Output()
+	l.cancel(nil)
+	return err
+}
+
+// list returns the open sessions of an agent, with whether a turn runs on each.
+func (s *sessions) list(a *deploy.Agent) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]bool{}
+	for k, l := range s.open {
+		if k.agent == a.Name {
+			l.mu.Lock()
+			out[k.id] = l.running
+			l.mu.Unlock()
+		}
+	}
+	return out
+}
+
+// attach marks a session as held open by a WebSocket connection, or releases it.
+func (l *live) attach(delta int) {
+	l.mu.Lock()
+	l.attached += delta
+	l.mu.Unlock()
+}
+
+// closeIdle closes the sessions no turn ran on since before, that no WebSocket holds.
+// They stay kept (if their agent keeps sessions) and reopen on their next turn.
+func (s *sessions) closeIdle(before time.Time) {
+	s.mu.Lock()
+	var idle []*live
+	for _, l := range s.open {
+		l.mu.Lock()
+		if !l.running && l.attached == 0 && l.idle.Before(before) {
+			idle = append(idle, l)
+		}
+		l.mu.Unlock()
+	}
+	s.mu.Unlock()
+	for _, l := range idle {
+		s.closeSession(l)
+	}
+}
+
+// shutdown stops new turns, lets running ones finish until ctx ends (then cancels
+// them), and closes every open session, so their last snapshots are saved.
+func (s *sessions) shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.turns.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("server: running turns did not finish in time and were cancelled: %w", context.Cause(ctx))
+		s.mu.Lock()
+		for _, l := range s.open {
+			l.cancel(ErrShuttingDown)
+		}
+		s.mu.Unlock()
+		<-done
+	}
+	s.mu.Lock()
+	all := make([]*live, 0, len(s.open))
+	for _, l := range s.open {
+		all = append(all, l)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, l := range all {
+		wg.Go(func() {
+			s.remove(l)
+			l.close()
+		})
+	}
+	wg.Wait()
+	return err
+}

@@ -1,0 +1,245 @@
+// The Terrarium chat page: plain JavaScript over the server's HTTP API and WebSocket
+// (see /openapi.json). No build step, nothing fetched from elsewhere.
+"use strict";
+
+const $ = (sel) => document.querySelector(sel);
+const state = { agents: [], agent: null, sessionId: null, ws: null, running: false, modelEl: null };
+
+async function api(method, path, body) {
+  const resp = await fetch(path, {
+    method,
+    headers: body ? { "Content-Type": "application/json" } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  if (resp.status === 204) return null;
+  const data = await resp.json();
+  if (!resp.ok) throw new Error(`${data.code}: ${data.message}`);
+  return data;
+}
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function show(node) {
+  const t = $("#transcript");
+  t.appendChild(node);
+  t.scrollTop = t.scrollHeight;
+  return node;
+}
+
+function event(text, cls) {
+  show(el("div", "event" + (cls ? " " + cls : ""), text));
+}
+
+function setStatus(text) {
+  $("#status").textContent = text;
+}
+
+// Messages of a stored conversation, as the transcript shows them.
+function showMessage(m) {
+  for (const p of m.content || []) {
+    if (p.text !== undefined && (m.role === "user" || m.role === "model")) {
+      show(el("div", "msg " + m.role, p.text));
+    } else if (p.toolRequest) {
+      event(`tool ${p.toolRequest.name} ${JSON.stringify(p.toolRequest.input ?? null)}`);
+    } else if (p.toolResponse) {
+      event(`tool ${p.toolResponse.name} → ${JSON.stringify(p.toolResponse.output ?? null)}`);
+    }
+  }
+}
+
+// A chunk of the running turn.
+function onChunk(c) {
+  if (c.error) {
+    event(`refused: ${c.error.message}`, "error");
+  }
+  if (c.chunk) {
+    for (const p of c.chunk.content || []) {
+      if (p.text !== undefined && c.chunk.role === "model") {
+        if (!state.modelEl) state.modelEl = show(el("div", "msg model", ""));
+        state.modelEl.textContent += p.text;
+      } else if (p.toolRequest && p.metadata && p.metadata.interrupt) {
+        showInterrupt(p);
+      } else if (p.toolRequest) {
+        state.modelEl = null;
+        event(`tool ${p.toolRequest.name} ${JSON.stringify(p.toolRequest.input ?? null)}`);
+      } else if (p.toolResponse) {
+        event(`tool ${p.toolResponse.name} → ${JSON.stringify(p.toolResponse.output ?? null)}`);
+      }
+    }
+  }
+  if (c.status !== undefined) event(`status ${JSON.stringify(c.status)}`);
+  if (c.artifact) event(`artifact ${c.artifact.name || ""} ${JSON.stringify(c.artifact.parts || [])}`);
+  if (c.snapshotCreated) event(`snapshot ${c.snapshotCreated}`);
+  if (c.endTurn) {
+    state.running = false;
+    state.modelEl = null;
+    setStatus(`${state.agent.name} · session ${state.sessionId} · turn ended (${c.finishReason || "stop"})`);
+    refreshSnapshots();
+  }
+}
+
+// An interrupted tool request: ask the user, answer with a resume.
+function showInterrupt(part) {
+  const box = show(el("div", "interrupt"));
+  const md = part.metadata.interrupt;
+  const question = md && typeof md === "object" && md.question ? md.question : JSON.stringify(md);
+  box.appendChild(el("div", "", `${part.toolRequest.name} asks: ${question}`));
+  const form = el("form");
+  const input = el("input");
+  input.placeholder = "Your answer";
+  const button = el("button", "", "Answer");
+  button.type = "submit";
+  form.append(input, button);
+  box.appendChild(form);
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    form.remove();
+    box.appendChild(el("div", "muted", `answered: ${input.value}`));
+    send({ resume: { respond: [{ toolResponse: { name: part.toolRequest.name, ref: part.toolRequest.ref, output: input.value } }] } });
+  });
+  input.focus();
+}
+
+function send(turn) {
+  if (!state.ws || state.ws.readyState !== WebSocket.OPEN) {
+    event("not connected", "error");
+    return;
+  }
+  state.running = true;
+  setStatus(`${state.agent.name} · session ${state.sessionId} · answering…`);
+  state.ws.send(JSON.stringify(turn));
+}
+
+// connect opens a WebSocket on the agent: a new session, or the one named.
+function connect(query) {
+  if (state.ws) state.ws.close();
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  const ws = new WebSocket(`${proto}//${location.host}/api/agents/${encodeURIComponent(state.agent.name)}/connect?${new URLSearchParams(query)}`);
+  state.ws = ws;
+  setStatus("Connecting…");
+  return new Promise((resolve, reject) => {
+    ws.onmessage = (e) => {
+      const m = JSON.parse(e.data);
+      if (m.type === "session") {
+        state.sessionId = m.sessionId;
+        setStatus(`${state.agent.name} · session ${m.sessionId}`);
+        refreshSessions();
+        refreshSnapshots();
+        resolve();
+      } else if (m.type === "chunk") {
+        onChunk(m.chunk);
+      } else if (m.type === "error") {
+        state.running = false;
+        event(`${m.error.code}: ${m.error.message}`, "error");
+      }
+    };
+    ws.onerror = () => reject(new Error("the connection failed"));
+    ws.onclose = () => {
+      if (state.ws === ws) setStatus(`${state.agent.name} · disconnected`);
+    };
+  });
+}
+
+async function refreshSessions() {
+  const list = $("#sessions");
+  list.replaceChildren();
+  const { sessions } = await api("GET", `/api/agents/${encodeURIComponent(state.agent.name)}/sessions`);
+  for (const s of sessions) {
+    const li = el("li");
+    li.appendChild(el("code", "", s.sessionId));
+    if (s.sessionId !== state.sessionId && state.agent.stateManagement === "server") {
+      const b = el("button", "", "open");
+      b.type = "button";
+      b.onclick = () => openSession(s.sessionId);
+      li.appendChild(b);
+    }
+    list.appendChild(li);
+  }
+}
+
+async function refreshSnapshots() {
+  const list = $("#snapshots");
+  list.replaceChildren();
+  if (!state.sessionId || state.agent.stateManagement !== "server") return;
+  let snapshots = [];
+  try {
+    ({ snapshots } = await api("GET", `/api/agents/${encodeURIComponent(state.agent.name)}/sessions/${encodeURIComponent(state.sessionId)}/snapshots`));
+  } catch {
+    return; // a new session has none yet
+  }
+  for (const s of snapshots) {
+    const li = el("li");
+    li.appendChild(el("code", "", `turn ${s.turnIndex} · ${s.snapshotId.slice(0, 12)}`));
+    const b = el("button", "", "resume");
+    b.type = "button";
+    b.className = "resume";
+    b.dataset.snapshot = s.snapshotId;
+    b.onclick = () => resumeSnapshot(s.snapshotId);
+    li.appendChild(b);
+    list.appendChild(li);
+  }
+}
+
+// showState replaces the transcript with a stored conversation.
+function showState(snapshot) {
+  $("#transcript").replaceChildren();
+  for (const m of snapshot.state.messages || []) showMessage(m);
+  event(`resumed from snapshot ${snapshot.snapshotId} (turn ${snapshot.turnIndex})`);
+}
+
+async function openSession(id) {
+  const info = await api("GET", `/api/agents/${encodeURIComponent(state.agent.name)}/sessions/${encodeURIComponent(id)}`);
+  if (info.snapshot) showState(info.snapshot);
+  await connect({ sessionId: id });
+}
+
+async function resumeSnapshot(snapshotId) {
+  const name = encodeURIComponent(state.agent.name);
+  const snapshot = await api("GET", `/api/agents/${name}/snapshots/${encodeURIComponent(snapshotId)}`);
+  if (state.ws) state.ws.close();
+  // The session is open on the server: close it, then reopen it from the snapshot.
+  try {
+    await api("DELETE", `/api/agents/${name}/sessions/${encodeURIComponent(snapshot.sessionId)}`);
+  } catch (e) {
+    event(e.message, "error");
+  }
+  showState(snapshot);
+  await connect({ snapshotId });
+}
+
+async function selectAgent(name) {
+  state.agent = state.agents.find((a) => a.name === name);
+  $("#agent-description").textContent = state.agent.description || "";
+  $("#transcript").replaceChildren();
+  state.sessionId = null;
+  await connect({});
+}
+
+async function main() {
+  ({ agents: state.agents } = await api("GET", "/api/agents"));
+  const select = $("#agent");
+  for (const a of state.agents) {
+    const o = el("option", "", a.name);
+    o.value = a.name;
+    select.appendChild(o);
+  }
+  select.onchange = () => selectAgent(select.value);
+  $("#new-session").onclick = () => selectAgent(select.value);
+  $("#composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = $("#input").value.trim();
+    if (!text || state.running) return;
+    $("#input").value = "";
+    state.modelEl = null;
+    show(el("div", "msg user", text));
+    send({ text });
+  });
+  if (state.agents.length) await selectAgent(state.agents[0].name);
+}
+
+main().catch((e) => setStatus(`error: ${e.message}`));

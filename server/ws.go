@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"net/http"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent/session"
+)
+
+// The WebSocket protocol of /api/agents/{agent}/connect. The query may name the
+// session to resume (sessionId) or the snapshot (snapshotId); neither starts a new
+// session. Errors before the upgrade (an unknown agent or snapshot) are ordinary HTTP
+// errors. Then each message is a JSON object.
+//
+// The server sends:
+//
+//	{"type": "session", "sessionId": "...", "agent": "..."}   first, once
+//	{"type": "chunk", "chunk": <stream chunk>}                each chunk of a turn; the
+//	                                                          last has "endTurn": true
+//	{"type": "error", "error": {"code": "...", "message": "..."}}
+//
+// The client sends turns, one at a time, as the HTTP API's TurnRequest ({"text": ...},
+// {"messages": [...]}, {"resume": {...}}, "detach": true), or {"cancel": true} to
+// cancel the running turn. A turn sent while one runs is answered with the error
+// session_busy. Chunks are written as the flow makes them, each waiting for the
+// socket: a client that reads slowly slows the agent down, never the server's memory.
+type (
+	// WSMessage is what the server sends on a WebSocket.
+	WSMessage struct {
+		Type      string            `json:"type"`
+		SessionID string            `json:"sessionId,omitempty"`
+		Agent     string            `json:"agent,omitempty"`
+		Chunk     *session.AnyChunk `json:"chunk,omitempty"`
+		Error     *abi.Error        `json:"error,omitempty"`
+	}
+	// WSRequest is what a client sends on a WebSocket: a turn, or a cancel.
+	WSRequest struct {
+		TurnRequest
+		Cancel bool `json:"cancel,omitempty"`
+	}
+)
+
+func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
+	a, err := s.agentOf(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	var init json.RawMessage
+	if ids := (initIDs{SessionID: q.Get("sessionId"), SnapshotID: q.Get("snapshotId")}); ids != (initIDs{}) {
+		init, _ = json.Marshal(ids)
+	}
+	s.sockets.Add(1)
+	defer s.sockets.Done()
+	if s.draining.Load() {
+		writeError(w, r, ErrShuttingDown)
+		return
+	}
+	l, err := s.sessions.start(a, init)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept answered the request
+	}
+	c.SetReadLimit(s.maxBody)
+	l.attach(1)
+	defer l.attach(-1)
+
+	ws := &wsConn{c: c, ctx: r.Context()}
+	defer c.CloseNow()
+	if err := ws.send(WSMessage{Type: "session", SessionID: l.id, Agent: a.Name}); err != nil {
+		return
+	}
+	var turns sync.WaitGroup
+	defer turns.Wait()
+	for {
+		_, data, err := c.Read(r.Context())
+		if err != nil {
+			return
+		}
+		if s.draining.Load() {
+			ws.fail(ErrShuttingDown)
+			turns.Wait()
+			c.Close(websocket.StatusGoingAway, "the server is shutting down")
+			return
+		}
+		var req WSRequest
+		if err := decodeStrict(data, &req); err != nil {
+			ws.fail(err)
+			continue
+		}
+		if req.Cancel {
+			if err := s.sessions.cancelTurn(l); err != nil {
+				ws.fail(err)
+			}
+			continue
+		}
+		in, err := req.input()
+		if err != nil {
+			ws.fail(err)
+			continue
+		}
+		if err := s.sessions.claim(l); err != nil {
+			ws.fail(err)
+			continue
+		}
+		turns.Add(1)
+		go func() {
+			defer turns.Done()
+			err := s.sessions.run(l, in, func(c *session.AnyChunk) error {
+				return ws.send(WSMessage{Type: "chunk", Chunk: c})
+			})
+			var te *session.TurnError
+			if err != nil && !errors.As(err, &te) {
+				// A refusal is in its chunk already; anything else ends the turn here.
+				ws.fail(err)
+			}
+			select {
+			case <-l.conn.Done():
+				// The session ended (detached, halted, cancelled): so does the socket.
+				c.Close(websocket.StatusNormalClosure, "the session ended")
+			default:
+			}
+		}()
+	}
+}
+
+// wsConn writes messages to a WebSocket, one at a time.
+type wsConn struct {
+	c   *websocket.Conn
+	ctx context.Context
+	mu  sync.Mutex
+}
+
+func (w *wsConn) send(m WSMessage) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.c.Write(w.ctx, websocket.MessageText, data)
+}
+
+func (w *wsConn) fail(err error) {
+	_, body := classify(err)
+	w.send(WSMessage{Type: "error", Error: body})
+}

@@ -1,0 +1,109 @@
+package server_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/terrarium-ai/terrarium/server"
+)
+
+type wsClient struct {
+	c *websocket.Conn
+}
+
+// dialWS opens a WebSocket to an agent, with query (sessionId=..., snapshotId=...).
+func dialWS(t *testing.T, ts *testServer, agent, query string) *wsClient {
+	t.Helper()
+	url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/api/agents/" + agent + "/connect?" + query
+	c, _, err := websocket.Dial(t.Context(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	w := &wsClient{c: c}
+	if m := w.next(t); m.Type != "session" || m.SessionID == "" {
+		t.Fatalf("first message %+v", m)
+	}
+	return w
+}
+
+func (w *wsClient) send(t *testing.T, v any) {
+	t.Helper()
+	data, _ := json.Marshal(v)
+	if err := w.c.Write(t.Context(), websocket.MessageText, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *wsClient) next(t *testing.T) server.WSMessage {
+	t.Helper()
+	_, data, err := w.c.Read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m server.WSMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// turn sends a turn and returns its text, reading to the end of the turn.
+func (w *wsClient) turn(t *testing.T, text string) string {
+	t.Helper()
+	w.send(t, map[string]any{"text": text})
+	var b strings.Builder
+	for {
+		m := w.next(t)
+		if m.Type != "chunk" {
+			t.Fatalf("unexpected %+v", m)
+		}
+		if m.Chunk.Chunk != nil {
+			b.WriteString(m.Chunk.Chunk.Text())
+		}
+		if m.Chunk.EndTurn {
+			return b.String()
+		}
+	}
+}
+
+func TestWebSocketHoldsAMultiTurnSession(t *testing.T) {
+	ts := newTestServer(t)
+	w := dialWS(t, ts, "echo", "")
+	for _, text := range []string{"one", "two", "three"} {
+		if got := w.turn(t, text); got != "echo: "+text {
+			t.Errorf("turn %q answered %q", text, got)
+		}
+	}
+	w.send(t, map[string]any{"txt": "typo"})
+	if m := w.next(t); m.Type != "error" || m.Error.Code != "invalid_json" {
+		t.Errorf("a malformed message: %+v", m)
+	}
+	if got := w.turn(t, "four"); got != "echo: four" {
+		t.Errorf("after an error the socket answered %q", got)
+	}
+}
+
+func TestWebSocketSharesSessionsWithHTTP(t *testing.T) {
+	ts := newTestServer(t)
+	id := ts.newSession(t, "echo", nil)
+	ts.streamTurn(t, "echo", id, map[string]any{"text": "over http"})
+	w := dialWS(t, ts, "echo", "sessionId="+id)
+	w.turn(t, "over a socket")
+	var info server.SessionInfo
+	ts.do(t, "GET", "/api/agents/echo/sessions/"+id, nil, &info)
+	if info.Snapshot == nil || len(info.Snapshot.State.Messages) != 4 {
+		t.Errorf("the session holds %+v", info.Snapshot)
+	}
+}
+
+func TestWebSocketToAnUnknownSnapshotIsAnHTTPError(t *testing.T) {
+	ts := newTestServer(t)
+	_, resp, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(ts.URL, "http")+"/api/agents/echo/connect?snapshotId=nope", nil)
+	if err == nil || resp == nil || resp.StatusCode != 404 {
+		t.Errorf("dial: %v, %v", resp, err)
+	}
+}
