@@ -342,13 +342,23 @@ func (c *BidiConnection[In, Out, Stream]) Responses() iter.Seq2[Stream, error] {
 }
 
 // Output waits for the action to finish and returns its output, or returns the
-// context's error if the connection's context ends first. Whatever the action still
-// streams meanwhile is discarded: call Responses first to read it.
+// context's error if the connection's context ends first.
 func (c *BidiConnection[In, Out, Stream]) Output() (Out, error) {
+	return c.wait(false)
+}
+
+// wait waits for the action to finish, discarding what it streams meanwhile when drain
+// is set.
+func (c *BidiConnection[In, Out, Stream]) wait(drain bool) (Out, error) {
+	var ch <-chan Stream
+	var turn <-chan struct{}
+	if drain {
+		ch, turn = c.out.ch, c.out.turn
+	}
 	for {
 		select {
-		case <-c.out.ch:
-		case <-c.out.turn:
+		case <-ch:
+		case <-turn:
 		case <-c.done:
 			return c.output, c.err
 		case <-c.ctx.Done():

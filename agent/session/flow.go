@@ -620,9 +620,10 @@ func (c *SessionFlowConnection[Stream, State]) Receive() iter.Seq2[*SessionFlowS
 }
 
 // Output waits for the flow to finish and returns its final output, discarding what it
-// still streams.
+// still streams (the invocation-end snapshot: read it with Receive after Close
+// instead). Do not call it while another goroutine runs Receive.
 func (c *SessionFlowConnection[Stream, State]) Output() (*SessionFlowOutput[State], error) {
-	return c.conn.Output()
+	return c.conn.wait(true)
 }
 
 // Done is closed when the flow has finished.

@@ -36,17 +36,30 @@ func checkInput(in *SessionFlowInput, history []*abi.Message) error {
 		return nil
 	}
 	pending := PendingToolRequests(history)
+	find := func(name, ref string) *abi.ToolRequest {
+		for _, q := range pending {
+			if q.ToolRequest.Name == name && q.ToolRequest.Ref == ref {
+				return q.ToolRequest
+			}
+		}
+		return nil
+	}
+	// Checked before the turn's handlers run, so a refused resume changes nothing.
+	for _, p := range in.Resume.Respond {
+		if p.IsToolResponse() && find(p.ToolResponse.Name, p.ToolResponse.Ref) == nil {
+			return fmt.Errorf("session: %w: the response to tool request %q (ref %q) answers nothing pending", agent.ErrInvalidResume, p.ToolResponse.Name, p.ToolResponse.Ref)
+		}
+	}
 	for _, p := range in.Resume.Restart {
 		if !p.IsToolRequest() {
 			continue // Generate refuses it, naming what it is
 		}
-		for _, q := range pending {
-			if q.ToolRequest.Name != p.ToolRequest.Name || q.ToolRequest.Ref != p.ToolRequest.Ref {
-				continue
-			}
-			if !sameJSON(q.ToolRequest.Input, p.ToolRequest.Input) {
-				return fmt.Errorf("session: %w: the restart of tool request %q (ref %q) has modified inputs: a restart runs the tool with the input the model gave it", agent.ErrInvalidResume, p.ToolRequest.Name, p.ToolRequest.Ref)
-			}
+		q := find(p.ToolRequest.Name, p.ToolRequest.Ref)
+		if q == nil {
+			return fmt.Errorf("session: %w: the restart of tool request %q (ref %q) restarts nothing pending", agent.ErrInvalidResume, p.ToolRequest.Name, p.ToolRequest.Ref)
+		}
+		if !sameJSON(q.Input, p.ToolRequest.Input) {
+			return fmt.Errorf("session: %w: the restart of tool request %q (ref %q) has modified inputs: a restart runs the tool with the input the model gave it", agent.ErrInvalidResume, p.ToolRequest.Name, p.ToolRequest.Ref)
 		}
 	}
 	return nil

@@ -308,3 +308,26 @@ func mustState(t *testing.T, a *opsAgent, id string) []*abi.Message {
 	}
 	return s.State.Messages
 }
+
+// TestRefusedResumeRunsNoHandler: a resume answering nothing pending is refused before
+// the turn's handlers run, so they cannot change the session first.
+func TestRefusedResumeRunsNoHandler(t *testing.T) {
+	r := agent.NewRegistry()
+	testmodel.Define(r, "test/plain").ReplyText("hello")
+	ran := 0
+	h := agent.NewHandler("count", "counts turns", func(ctx context.Context, in *abi.HandlerInput) (*abi.Directive, error) {
+		ran++
+		return nil, nil
+	}, abi.HookTurnStart)
+	flow := session.DefineAgent[Status, State](r, "guarded", session.WithHandlers[State](h),
+		session.WithGenerateOpts[State](agent.WithModelName("test/plain")))
+	conn, _ := flow.StreamBidi(context.Background())
+	stray := abi.NewToolResponsePart(&abi.ToolResponse{Name: "act", Ref: "nope", Output: "yes"})
+	if _, _, _, err := agentTurn(t, conn, &session.SessionFlowInput{Resume: &abi.Resume{Respond: []*abi.Part{stray}}}); !errors.Is(err, agent.ErrInvalidResume) {
+		t.Fatalf("a response to nothing pending: %v", err)
+	}
+	finish(t, conn)
+	if ran != 0 {
+		t.Errorf("the turnStart handler ran %d times for a refused resume", ran)
+	}
+}
