@@ -20,7 +20,29 @@ type binding struct {
 	// stream receives what the plugin streams: a chunk for models, a status for tools
 	// and handlers. Nil: streaming goes nowhere.
 	stream func(ctx context.Context, data []byte) error
-	http   httpState
+	// stalled is set when the caller did not take a chunk before the call's deadline.
+	stalled bool
+	http    httpState
+}
+
+// send hands data to the binding's stream and waits until the caller took it or the
+// call's deadline passed: a caller that stops reading must not hold the instance past
+// the call's timeout. One chunk is in flight at a time, so chunks keep their order.
+// After a stall, the caller still holds the chunk it did not take; when it takes it,
+// the call has already failed.
+func (b *binding) send(ctx context.Context, data []byte) error {
+	if b.stalled {
+		return abi.Errorf(abi.CodeLimitExceeded, "the caller stopped taking streamed chunks")
+	}
+	taken := make(chan error, 1)
+	go func() { taken <- b.stream(ctx, data) }()
+	select {
+	case err := <-taken:
+		return err
+	case <-ctx.Done():
+		b.stalled = true
+		return abi.Errorf(abi.CodeLimitExceeded, "the caller did not take a streamed chunk before the call's deadline")
+	}
 }
 
 type bindingKey struct{}
@@ -41,7 +63,9 @@ func failErr(err error) []byte {
 // plugin's grant, and acts on the bound session only.
 func (h *Host) hostFuncs() []hostFunc {
 	return []hostFunc{
-		{plugin.FnSessionID, 0, withSession(plugin.StateNone, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		// A session's ID is a handle on the user's conversation (it names its
+		// snapshots): it takes the same grant as reading the session.
+		{plugin.FnSessionID, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
 			return ok([]byte(b.session.ID()))
 		})},
 		{plugin.FnStateGet, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
@@ -108,7 +132,7 @@ func (h *Host) hostFuncs() []hostFunc {
 			if b.stream == nil {
 				return ok(nil)
 			}
-			if err := b.stream(ctx, data); err != nil {
+			if err := b.send(ctx, data); err != nil {
 				return failErr(err)
 			}
 			return ok(nil)
@@ -146,11 +170,7 @@ func (h *Host) hostFuncs() []hostFunc {
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the message: %v", err)
 			}
-			attrs := []any{"plugin", b.plugin.desc.Name}
-			if b.session != nil {
-				attrs = append(attrs, "session", b.session.ID())
-			}
-			h.log.Log(ctx, slog.Level(int64(args[0])), string(msg), attrs...)
+			b.plugin.logs.log(ctx, h.log, b, slog.Level(int64(args[0])), msg)
 			return ok(nil)
 		}},
 	}
