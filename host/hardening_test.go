@@ -79,8 +79,8 @@ func text(r slog.Record) string {
 }
 
 func (l *pluginLogs) Enabled(context.Context, slog.Level) bool { return true }
-func (l *pluginLogs) WithAttrs([]slog.Attr) slog.Handler     { return l }
-func (l *pluginLogs) WithGroup(string) slog.Handler          { return l }
+func (l *pluginLogs) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *pluginLogs) WithGroup(string) slog.Handler            { return l }
 func (l *pluginLogs) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -132,7 +132,9 @@ func runWith(ctx context.Context, r *agent.Registry, name string, input map[stri
 	return t.Run(ctx, input)
 }
 
-func seconds(s float64) host.Duration { return host.Duration{Duration: time.Duration(s * float64(time.Second))} }
+func seconds(s float64) host.Duration {
+	return host.Duration{Duration: time.Duration(s * float64(time.Second))}
+}
 
 // Item 1: a guest that sleeps in WASI (Go's time.Sleep, or poll_oneoff called
 // directly) is ended at its timeout, and at its caller's deadline.
