@@ -474,3 +474,26 @@ func TestGrantsHavePorts(t *testing.T) {
 		}
 	}
 }
+
+// Item 3: a caller giving up is not the plugin's fault: a guest waiting in a host
+// function is told (the function fails), returns, and keeps its instance, so a retry
+// after an attempt's timeout finds it warm.
+func TestCallerGivingUpKeepsTheInstance(t *testing.T) {
+	arrived := make(chan struct{})
+	api := newHTTPProbe(t, func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done() // until the client gives up
+	})
+	h, r := newHost(t)
+	p := load(t, h, "testdata/hostcheck", host.Manifest{HTTP: []string{hostPort(api.Server)}, MaxInstances: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-arrived; cancel() }()
+	tool, _ := r.LookupTool("hostcheck/http")
+	_, err := tool.Run(ctx, map[string]any{"url": api.URL})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, host.ErrPluginFault) {
+		t.Errorf("the abandoned call: %v", err)
+	}
+	if live, idle := p.Instances(); live != 1 || idle != 1 {
+		t.Errorf("after the caller gave up: %d live instances, %d idle; want the one kept", live, idle)
+	}
+}

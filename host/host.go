@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 
@@ -298,7 +299,10 @@ func (p *Plugin) start(ctx context.Context) (instance, []byte, error) {
 		inst.close(context.Background())
 		return nil, nil, fmt.Errorf("it does not export %s: not a Terrarium plugin", plugin.ExportDescribe)
 	}
-	out, err := inst.call(context.WithValue(ctx, bindingKey{}, &binding{plugin: p}), plugin.ExportDescribe, nil)
+	b := &binding{plugin: p}
+	ctx = context.WithValue(ctx, bindingKey{}, b)
+	b.ctx = ctx
+	out, err := inst.call(ctx, plugin.ExportDescribe, nil)
 	if err != nil {
 		inst.close(context.Background())
 		var pe *pluginError
@@ -454,17 +458,25 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	if err != nil {
 		return nil, cerr(err)
 	}
-	ctx, cancel = context.WithTimeoutCause(ctx, p.manifest.Timeout.Duration, errTimedOut)
+	deadline := time.Now().Add(p.manifest.Timeout.Duration)
+	ctx, cancel = context.WithDeadlineCause(context.WithValue(ctx, bindingKey{}, b), deadline, errTimedOut)
 	defer cancel()
-	out, err := inst.call(context.WithValue(ctx, bindingKey{}, b), export, input)
+	b.ctx = ctx
+	guest, endGuest := guestContext(ctx, deadline)
+	defer endGuest()
+	out, err := inst.call(guest, export, input)
 	b.closeHTTP()
 	var pe *pluginError
 	reported := errors.As(err, &pe)
 	p.pool.put(inst, err != nil && !reported)
 	p.logs.reportDropped(p.host.log, p.desc.Name)
+	timedOut := errors.Is(context.Cause(ctx), errTimedOut)
 	switch {
-	case b.stalled && ctx.Err() != nil:
-		return nil, cerr(fmt.Errorf("the caller did not take the streamed chunks before the call's deadline: %w", ctx.Err()))
+	case ctx.Err() != nil && !timedOut:
+		// The caller gave up: its reason is the answer, whatever the guest said.
+		return nil, cerr(context.Cause(ctx))
+	case b.stalled && timedOut:
+		return nil, cerr(fmt.Errorf("the caller did not take the streamed chunks before the call's deadline: %w", context.DeadlineExceeded))
 	case reported:
 		return nil, cerr(plugin.DecodeError(pe.msg))
 	case err != nil:
@@ -473,6 +485,33 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 		return nil, cerr(fmt.Errorf("%w: output of %d bytes exceeds the limit of %d", ErrPluginFault, len(out), maxOutputBytes))
 	}
 	return out, nil
+}
+
+// cancelGrace is how long a guest whose caller gave up may take to return.
+const cancelGrace = time.Second
+
+// guestContext is the context a guest runs under, for a call under ctx: the call's
+// deadline, but not its caller's cancellation. That reaches the guest through its host
+// functions, which run under ctx and so fail; the guest is ended only if it has not
+// returned cancelGrace later. A guest that returns keeps its instance: a caller giving
+// up (a retry's attempt timeout, a client gone) does not cost a new one.
+func guestContext(ctx context.Context, deadline time.Time) (context.Context, func()) {
+	guest, cancel := context.WithDeadlineCause(context.WithoutCancel(ctx), deadline, errTimedOut)
+	guest, end := context.WithCancelCause(guest)
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(cancelGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			end(fmt.Errorf("the plugin did not return within %v of its caller giving up: %w", cancelGrace, context.Cause(ctx)))
+		case <-guest.Done():
+		}
+	})
+	return guest, func() {
+		stop()
+		end(nil)
+		cancel()
+	}
 }
 
 // decode decodes a plugin's output, reporting invalid output as the plugin's fault.

@@ -15,7 +15,11 @@ import (
 // functions find it in their context, so one pool of instances serves every session
 // without one call ever reaching another's session.
 type binding struct {
-	plugin  *Plugin
+	plugin *Plugin
+	// ctx is the call's: its deadline and its caller's cancellation, which host
+	// functions honour (the guest itself runs under a context that waits a little
+	// for it to return; see guestContext).
+	ctx     context.Context
 	session agent.AnySession
 	// stream receives what the plugin streams: a chunk for models, a status for tools
 	// and handlers. Nil: streaming goes nowhere.
@@ -60,8 +64,22 @@ func failErr(err error) []byte {
 }
 
 // hostFuncs defines terrarium:host/v1. Each function reads its binding, checks the
-// plugin's grant, and acts on the bound session only.
+// plugin's grant, and acts on the bound session only, under the call's context.
 func (h *Host) hostFuncs() []hostFunc {
+	funcs := h.hostFuncList()
+	for i := range funcs {
+		fn := funcs[i].fn
+		funcs[i].fn = func(ctx context.Context, c *hostCall, args []uint64) []byte {
+			if b := bindingOf(ctx); b.ctx != nil {
+				ctx = b.ctx
+			}
+			return fn(ctx, c, args)
+		}
+	}
+	return funcs
+}
+
+func (h *Host) hostFuncList() []hostFunc {
 	return []hostFunc{
 		// A session's ID is a handle on the user's conversation (it names its
 		// snapshots): it takes the same grant as reading the session.

@@ -13,8 +13,8 @@ import (
 //
 // New instances are made in the background, not within a caller's context: a caller
 // that gives up waiting (its deadline, a retry's attempt timeout) leaves the instance
-// to the next caller instead of wasting it, and no caller's time pays for starting a
-// guest's runtime. start bounds each by the manifest's timeout.
+// to the next caller instead of wasting it. start bounds each by the manifest's
+// timeout.
 type pool struct {
 	start func(ctx context.Context) (instance, error)
 	slots chan struct{} // one per live instance (idle, busy or being made)
