@@ -284,23 +284,27 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 	return p, nil
 }
 
-// start makes an instance ready to serve, within the manifest's timeout: instantiated
-// (the module's start function run) and asked to describe itself, which starts the
-// guest's runtime (a Go guest's runs in its first call) so that no caller's call pays
-// for it. It returns the description.
+// start makes an instance ready to serve: instantiated (the module's start function
+// run) and asked to describe itself, which starts the guest's runtime (a Go guest's
+// runs in its first call) so that no caller's call pays for it. Each step is bounded by
+// the manifest's timeout, as a call is. It returns the description.
 func (p *Plugin) start(ctx context.Context) (instance, []byte, error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, p.manifest.Timeout.Duration, errTimedOut)
-	defer cancel()
-	inst, err := p.module.instantiate(ctx)
+	ictx, cancel := context.WithTimeoutCause(ctx, p.manifest.Timeout.Duration, errTimedOut)
+	inst, err := p.module.instantiate(ictx)
 	if err != nil {
-		return nil, nil, p.fault(ctx, "instantiating", err)
+		err = p.fault(ictx, "instantiating", err)
+	}
+	cancel()
+	if err != nil {
+		return nil, nil, err
 	}
 	if !p.module.hasExport(plugin.ExportDescribe) {
 		inst.close(context.Background())
 		return nil, nil, fmt.Errorf("it does not export %s: not a Terrarium plugin", plugin.ExportDescribe)
 	}
 	b := &binding{plugin: p}
-	ctx = context.WithValue(ctx, bindingKey{}, b)
+	ctx, cancel = context.WithTimeoutCause(context.WithValue(ctx, bindingKey{}, b), p.manifest.Timeout.Duration, errTimedOut)
+	defer cancel()
 	b.ctx = ctx
 	out, err := inst.call(ctx, plugin.ExportDescribe, nil)
 	if err != nil {
