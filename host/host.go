@@ -462,11 +462,10 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	if err != nil {
 		return nil, cerr(err)
 	}
-	deadline := time.Now().Add(p.manifest.Timeout.Duration)
-	ctx, cancel = context.WithDeadlineCause(context.WithValue(ctx, bindingKey{}, b), deadline, errTimedOut)
+	ctx, cancel = context.WithTimeoutCause(context.WithValue(ctx, bindingKey{}, b), p.manifest.Timeout.Duration, errTimedOut)
 	defer cancel()
 	b.ctx = ctx
-	guest, endGuest := guestContext(ctx, deadline)
+	guest, endGuest := guestContext(ctx, b)
 	defer endGuest()
 	out, err := inst.call(guest, export, input)
 	b.closeHTTP()
@@ -494,15 +493,20 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 // cancelGrace is how long a guest whose caller gave up may take to return.
 const cancelGrace = time.Second
 
-// guestContext is the context a guest runs under, for a call under ctx: the call's
-// deadline, but not its caller's cancellation. That reaches the guest through its host
-// functions, which run under ctx and so fail; the guest is ended only if it has not
-// returned cancelGrace later. A guest that returns keeps its instance: a caller giving
-// up (a retry's attempt timeout, a client gone) does not cost a new one.
-func guestContext(ctx context.Context, deadline time.Time) (context.Context, func()) {
-	guest, cancel := context.WithDeadlineCause(context.WithoutCancel(ctx), deadline, errTimedOut)
-	guest, end := context.WithCancelCause(guest)
+// guestContext is the context a guest runs under, for a call under ctx bound to b. It
+// ends at the call's deadline (errTimedOut), but not when the caller gives up: that
+// reaches the guest through its host functions, which run under ctx and so fail, and
+// the guest is ended only if it has not returned cancelGrace later. A guest that
+// returns keeps its instance: a caller giving up (a retry's attempt timeout, a client
+// gone) does not cost a new one. It holds nothing but b of ctx's values: the engine
+// looks values up on every kernel call, so a short chain keeps calls fast.
+func guestContext(ctx context.Context, b *binding) (context.Context, func()) {
+	guest, end := context.WithCancelCause(context.WithValue(context.Background(), bindingKey{}, b))
 	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), errTimedOut) {
+			end(errTimedOut)
+			return
+		}
 		t := time.NewTimer(cancelGrace)
 		defer t.Stop()
 		select {
@@ -514,7 +518,6 @@ func guestContext(ctx context.Context, deadline time.Time) (context.Context, fun
 	return guest, func() {
 		stop()
 		end(nil)
-		cancel()
 	}
 }
 
