@@ -100,7 +100,8 @@ type Plugin struct {
 	// SHA256 pins the module: loading fails unless its hex SHA-256 is this.
 	SHA256 string `yaml:"sha256,omitempty"`
 	// Grants is what the plugin may do: host.Manifest, with the same keys (state,
-	// http, secrets, config, timeout, memoryPages, maxInstances, maxResponseBytes).
+	// http, secrets, config, timeout, queueTimeout, memoryPages, maxInstances,
+	// maxResponseBytes).
 	Grants Grants `yaml:"grants,omitempty"`
 }
 

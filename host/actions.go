@@ -47,6 +47,12 @@ func (m *pluginModel) Generate(ctx context.Context, req *abi.GenerateRequest, cb
 	if err := m.p.decode(plugin.ExportGenerate, out, &resp); err != nil {
 		return nil, err
 	}
+	if resp.Message != nil && resp.Message.Role != "" && resp.Message.Role != abi.RoleModel {
+		// Stored in the session as it is, the message would forge a user's (or a
+		// tool's) turn.
+		return nil, &CallError{Plugin: m.p.desc.Name, Export: plugin.ExportGenerate,
+			Err: fmt.Errorf("%w: the model answered with role %q; a model's message has role %q", ErrPluginFault, resp.Message.Role, abi.RoleModel)}
+	}
 	return &resp, nil
 }
 

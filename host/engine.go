@@ -9,9 +9,12 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 )
 
@@ -46,6 +49,8 @@ type hostCall struct {
 
 // module is a compiled plugin: instances of it can be made concurrently.
 type module interface {
+	// instantiate makes an instance; it ends with ctx, even inside the module's start
+	// function.
 	instantiate(ctx context.Context) (instance, error)
 	hasExport(name string) bool
 	close(ctx context.Context) error
@@ -54,7 +59,9 @@ type module interface {
 // instance is one instantiated plugin. It is not safe for concurrent use.
 type instance interface {
 	// call runs an export. A *pluginError is an error the plugin reported (the
-	// instance is fine); any other error means the instance is no longer usable.
+	// instance is fine); any other error means the instance is no longer usable,
+	// whatever the cause: a trap, an exit (even with code 0), the end of ctx. The call
+	// ends with ctx, even while the guest sleeps or waits in a WASI function.
 	call(ctx context.Context, export string, input []byte) ([]byte, error)
 	close(ctx context.Context) error
 }
@@ -113,18 +120,22 @@ type extismModule struct {
 
 func (m *extismModule) instantiate(ctx context.Context) (instance, error) {
 	stderr := &tailBuffer{max: 4096}
+	life := &lifetime{}
+	life.begin(ctx)
+	defer life.end()
 	// wazero's defaults are a fake clock and a fixed random source: a Go guest's
 	// garbage collector and timers stall under the first, and its crypto/rand repeats
 	// under the second. Guests get real ones, and nothing else: no filesystem, no
-	// environment, no arguments.
+	// environment, no arguments. Sleeping ends with the call (every blocking WASI
+	// function of wazero's waits in nanosleep: poll_oneoff's clocks; stdin is empty).
 	mc := wazero.NewModuleConfig().
 		WithSysWalltime().
 		WithSysNanotime().
-		WithSysNanosleep().
+		WithNanosleep(life.nanosleep).
 		WithRandSource(rand.Reader).
 		WithStderr(stderr).
 		WithStdout(io.Discard)
-	p, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: mc})
+	p, err := m.compiled.Instance(experimental.WithCloseNotifier(ctx, life), extism.PluginInstanceConfig{ModuleConfig: mc})
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +146,7 @@ func (m *extismModule) instantiate(ctx context.Context) (instance, error) {
 			m.exports[name] = true
 		}
 	})
-	return &extismInstance{p: p, stderr: stderr}, nil
+	return &extismInstance{p: p, stderr: stderr, life: life}, nil
 }
 
 func (m *extismModule) hasExport(name string) bool { return m.exports[name] }
@@ -145,6 +156,7 @@ func (m *extismModule) close(ctx context.Context) error { return m.compiled.Clos
 type extismInstance struct {
 	p      *extism.Plugin
 	stderr *tailBuffer
+	life   *lifetime
 }
 
 func (i *extismInstance) call(ctx context.Context, export string, input []byte) ([]byte, error) {
@@ -152,7 +164,14 @@ func (i *extismInstance) call(ctx context.Context, export string, input []byte) 
 	// survive from one call to the next.
 	clear(i.p.Var)
 	i.stderr.reset()
+	i.life.begin(ctx)
 	_, out, err := i.p.CallWithContext(ctx, export, input)
+	i.life.end()
+	if closed, code := i.life.closed(); closed && err == nil {
+		// Extism reports an exit with code 0 as a success; the instance is gone all
+		// the same.
+		return nil, fmt.Errorf("the plugin exited with code %d", code)
+	}
 	if err == nil {
 		return out, nil
 	}
@@ -172,6 +191,55 @@ func (i *extismInstance) call(ctx context.Context, export string, input []byte) 
 }
 
 func (i *extismInstance) close(ctx context.Context) error { return i.p.Close(ctx) }
+
+// lifetime follows one instance: the call it is serving, so that a sleeping guest
+// wakes when the call ends (wazero's nanosleep gets no context), and whether its
+// module was closed (a trap, an exit, the end of a call's context).
+type lifetime struct {
+	mu   sync.Mutex
+	done <-chan struct{} // the current call's, or nil between calls
+
+	exited atomic.Bool
+	code   atomic.Uint32
+}
+
+// begin and end bracket a call (or the instantiation) running under ctx.
+func (l *lifetime) begin(ctx context.Context) {
+	l.mu.Lock()
+	l.done = ctx.Done()
+	l.mu.Unlock()
+}
+
+func (l *lifetime) end() {
+	l.mu.Lock()
+	l.done = nil
+	l.mu.Unlock()
+}
+
+// nanosleep is the guest's WASI sleep: it returns at the end of the time asked for or
+// of the current call, whichever comes first. A guest woken early finds the call's
+// context done at its next function call, where wazero ends it.
+func (l *lifetime) nanosleep(ns int64) {
+	l.mu.Lock()
+	done := l.done
+	l.mu.Unlock()
+	t := time.NewTimer(time.Duration(ns))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-done:
+	}
+}
+
+// CloseNotify implements wazero's experimental.CloseNotifier: it is called when the
+// instance's module (or the Extism kernel beside it) is closed.
+func (l *lifetime) CloseNotify(_ context.Context, exitCode uint32) {
+	l.code.Store(exitCode)
+	l.exited.Store(true)
+}
+
+// closed reports whether the module was closed, and its exit code.
+func (l *lifetime) closed() (bool, uint32) { return l.exited.Load(), l.code.Load() }
 
 // tailBuffer keeps the last max bytes written to it: the end of a guest's stderr,
 // where a Go runtime panic prints its message before the trap.

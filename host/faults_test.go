@@ -65,7 +65,7 @@ func TestFaultsAreContained(t *testing.T) {
 		})
 	}
 
-	// With a memory grant big enough for it, a 100 MB output is refused for its size.
+	// With a memory grant big enough for it, a 17 MiB output is refused for its size.
 	h2, r2 := newHost(t)
 	load(t, h2, "testdata/misbehave", host.Manifest{MemoryPages: 8192})
 	if _, err := runTool(ctx, r2, "misbehave/huge"); !errors.Is(err, host.ErrPluginFault) || !strings.Contains(err.Error(), "exceeds the limit") {
@@ -269,7 +269,7 @@ func TestConcurrentSessionsShareOnePool(t *testing.T) {
 
 func TestDescriptorProblems(t *testing.T) {
 	good := &plugin.Descriptor{ABI: plugin.Version, Name: "p", Capabilities: plugin.Capabilities{
-		State: plugin.StateWrite, HTTP: []string{"api.example.com", "127.0.0.1", "*.example.org", "::1"},
+		State: plugin.StateWrite, HTTP: []string{"api.example.com", "127.0.0.1", "*.example.org", "::1", "127.0.0.1:8080", "[::1]:8080", "*.example.org:8443"},
 		Config: []string{"baseURL"}, Secrets: []string{"KEY"},
 	}, Models: []plugin.ModelDescriptor{{Name: "meta-llama/llama-3:8b"}}}
 	if p := host.DescriptorProblems(good); len(p) != 0 {
@@ -283,6 +283,12 @@ func TestDescriptorProblems(t *testing.T) {
 	for _, c := range []string{host.ProblemABI, host.ProblemNames, host.ProblemCapabilities} {
 		if !cats[c] {
 			t.Errorf("no %s problem found in %+v", c, bad)
+		}
+	}
+	for _, h := range []string{"http://x.com/", "x.com:0", "x.com:99999", "x.com:080", "x.com:http", "user@x.com", "x.com/path", "", "*.", "[::1]"} {
+		d := &plugin.Descriptor{ABI: plugin.Version, Name: "p", Capabilities: plugin.Capabilities{HTTP: []string{h}}}
+		if p := host.DescriptorProblems(d); len(p) != 1 || p[0].Category != host.ProblemCapabilities {
+			t.Errorf("http %q: problems %v", h, p)
 		}
 	}
 }

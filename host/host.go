@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 
@@ -38,6 +39,9 @@ var (
 	ErrPluginFault = errors.New("plugin fault")
 	// ErrLoad is wrapped by errors loading a plugin.
 	ErrLoad = errors.New("cannot load plugin")
+	// ErrNoInstance is wrapped by the error of a call that waited longer than the
+	// manifest's QueueTimeout for a free instance: the plugin is busy, not at fault.
+	ErrNoInstance = errors.New("no instance became free")
 )
 
 // CallError is the error of a call into a plugin. It names the plugin and the export;
@@ -161,7 +165,7 @@ type Plugin struct {
 	size     int
 	module   module
 	pool     *pool
-	client   *http.Client
+	logs     *pluginLogs
 	keys     []string // registry keys of its actions
 }
 
@@ -238,7 +242,7 @@ func (h *Host) Load(ctx context.Context, wasm []byte, m Manifest) (*Plugin, erro
 // prepare compiles a plugin and asks it to describe itself, checking nothing of what
 // it says: Load checks, Inspect reports.
 func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, error) {
-	p := &Plugin{host: h, sha256: sha256Hex(wasm), size: len(wasm)}
+	p := &Plugin{host: h, sha256: sha256Hex(wasm), size: len(wasm), logs: newPluginLogs()}
 	if m.SHA256 != "" && m.SHA256 != p.sha256 {
 		return nil, fmt.Errorf("host: %w: its SHA-256 is %s, the manifest pins %s", ErrLoad, p.sha256, m.SHA256)
 	}
@@ -254,37 +258,83 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 		}
 	}
 	p.manifest = m
-	p.client = &http.Client{Transport: h.transport, CheckRedirect: p.checkRedirect}
 
 	mod, err := h.eng.compile(ctx, wasm, moduleConfig{memoryPages: m.MemoryPages, hostFuncs: h.hostFuncs()})
 	if err != nil {
 		return nil, fmt.Errorf("host: %w: compiling: %w", ErrLoad, err)
 	}
 	p.module = mod
-	fail := func(err error) (*Plugin, error) {
+	p.desc.Name = "(loading)"
+	p.pool = newPool(m.MaxInstances, func(ctx context.Context) (instance, error) {
+		inst, _, err := p.start(ctx)
+		return inst, err
+	})
+	inst, out, err := p.start(ctx)
+	if err != nil {
 		p.close(context.Background())
 		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
-	inst, err := mod.instantiate(ctx)
-	if err != nil {
-		return fail(fmt.Errorf("instantiating: %w", err))
-	}
-	p.pool = newPool(m.MaxInstances, mod.instantiate)
 	p.pool.warm(inst)
-	if !mod.hasExport(plugin.ExportDescribe) {
-		return fail(fmt.Errorf("it does not export %s: not a Terrarium plugin", plugin.ExportDescribe))
-	}
-	p.desc.Name = "(loading)"
-	out, err := p.call(ctx, plugin.ExportDescribe, nil, &binding{})
-	if err != nil {
-		return fail(err)
-	}
 	var desc plugin.Descriptor
 	if err := json.Unmarshal(out, &desc); err != nil {
-		return fail(fmt.Errorf("%s returned invalid JSON: %w", plugin.ExportDescribe, err))
+		p.close(context.Background())
+		return nil, fmt.Errorf("host: %w: %s returned invalid JSON: %w", ErrLoad, plugin.ExportDescribe, err)
 	}
 	p.desc = desc
 	return p, nil
+}
+
+// start makes an instance ready to serve: instantiated (the module's start function
+// run) and asked to describe itself, which starts the guest's runtime (a Go guest's
+// runs in its first call) so that no caller's call pays for it. Each step is bounded by
+// the manifest's timeout, as a call is. It returns the description.
+func (p *Plugin) start(ctx context.Context) (instance, []byte, error) {
+	ictx, cancel := context.WithTimeoutCause(ctx, p.manifest.Timeout.Duration, errTimedOut)
+	inst, err := p.module.instantiate(ictx)
+	if err != nil {
+		err = p.fault(ictx, "instantiating", err)
+	}
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !p.module.hasExport(plugin.ExportDescribe) {
+		inst.close(context.Background())
+		return nil, nil, fmt.Errorf("it does not export %s: not a Terrarium plugin", plugin.ExportDescribe)
+	}
+	b := &binding{plugin: p}
+	ctx, cancel = context.WithTimeoutCause(context.WithValue(ctx, bindingKey{}, b), p.manifest.Timeout.Duration, errTimedOut)
+	defer cancel()
+	b.ctx = ctx
+	out, err := inst.call(ctx, plugin.ExportDescribe, nil)
+	if err != nil {
+		inst.close(context.Background())
+		var pe *pluginError
+		if errors.As(err, &pe) {
+			return nil, nil, &CallError{Plugin: p.desc.Name, Export: plugin.ExportDescribe, Err: plugin.DecodeError(pe.msg)}
+		}
+		return nil, nil, &CallError{Plugin: p.desc.Name, Export: plugin.ExportDescribe, Err: p.fault(ctx, "", err)}
+	}
+	return inst, out, nil
+}
+
+// errTimedOut is the cause of a context that reached the manifest's timeout.
+var errTimedOut = errors.New("timed out")
+
+// fault describes what ended a guest run under ctx (bounded by the manifest's timeout
+// with errTimedOut): the plugin's fault, unless ctx ended for the caller's own reason.
+// what (may be empty) says what the guest was doing.
+func (p *Plugin) fault(ctx context.Context, what string, err error) error {
+	if what != "" {
+		what += ": "
+	}
+	if errors.Is(context.Cause(ctx), errTimedOut) {
+		return fmt.Errorf("%w: %stimed out after %v", ErrPluginFault, what, p.manifest.Timeout.Duration)
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return fmt.Errorf("%w: %s%w", ErrPluginFault, what, err)
 }
 
 // checkExports makes sure the exports the descriptor's kinds need are there.
@@ -305,12 +355,15 @@ func (p *Plugin) checkExports() error {
 	return nil
 }
 
-// close releases a plugin that is not (or no longer) registered.
+// close releases a plugin that is not (or no longer) registered: it waits for the
+// calls in flight to finish, or ctx to end, then closes the module (and with it any
+// instance still running).
 func (p *Plugin) close(ctx context.Context) error {
+	var err error
 	if p.pool != nil {
-		p.pool.close(ctx)
+		err = p.pool.close(ctx)
 	}
-	return p.module.close(ctx)
+	return errors.Join(err, p.module.close(context.Background()))
 }
 
 // register puts the plugin's actions in the registry.
@@ -345,7 +398,7 @@ func (p *Plugin) warnUngranted() {
 		missing = append(missing, "state "+string(c.State))
 	}
 	for _, host := range c.HTTP {
-		if !p.manifest.allowsHost(host) {
+		if !p.manifest.grants(host) {
 			missing = append(missing, "http "+host)
 		}
 	}
@@ -366,7 +419,8 @@ func (p *Plugin) warnUngranted() {
 }
 
 // Unload removes the plugin's actions from the registry and closes its instances.
-// Calls in flight finish first.
+// Calls in flight finish first, unless ctx ends before they do: they are then ended,
+// and the error says so.
 func (p *Plugin) Unload(ctx context.Context) error {
 	h := p.host
 	h.mu.Lock()
@@ -387,44 +441,84 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 	return p.call(ctx, export, input, &binding{session: agent.AnySessionFromContext(ctx)})
 }
 
-// call runs one export on an instance from the pool, within the manifest's timeout.
+// call runs one export on an instance from the pool. Waiting for the instance is
+// bounded by the manifest's queue timeout, running the export by its timeout: time
+// spent queueing is not the plugin's.
 func (p *Plugin) call(ctx context.Context, export string, input []byte, b *binding) ([]byte, error) {
 	cerr := func(err error) error { return &CallError{Plugin: p.desc.Name, Export: export, Err: err} }
-	ctx, cancel := context.WithTimeout(ctx, p.manifest.Timeout.Duration)
-	defer cancel()
-	inst, err := p.pool.get(ctx)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, cerr(fmt.Errorf("no instance became free within %v: %w", p.manifest.Timeout.Duration, err))
-		}
-		return nil, cerr(err)
-	}
 	b.plugin = p
 	if b.session != nil && p.manifest.State.Allows(plugin.StateWrite) {
 		// A plugin's state_get then state_set spans two host calls; calls of
 		// plugins that may write are serialized per session so those sequences never
-		// interleave (tools run concurrently within a turn).
+		// interleave (tools run concurrently within a turn). The lock is taken before
+		// the instance, so that no instance idles while its call waits for it.
 		unlock := b.session.LockUpdates()
 		defer unlock()
 	}
-	out, err := inst.call(context.WithValue(ctx, bindingKey{}, b), export, input)
+	wait := p.manifest.QueueTimeout.Duration
+	wctx, cancel := context.WithTimeoutCause(ctx, wait, fmt.Errorf("%w within %v", ErrNoInstance, wait))
+	inst, err := p.pool.get(wctx)
+	cancel()
+	if err != nil {
+		return nil, cerr(err)
+	}
+	ctx, cancel = context.WithTimeoutCause(context.WithValue(ctx, bindingKey{}, b), p.manifest.Timeout.Duration, errTimedOut)
+	defer cancel()
+	b.ctx = ctx
+	guest, endGuest := guestContext(ctx, b)
+	defer endGuest()
+	out, err := inst.call(guest, export, input)
 	b.closeHTTP()
 	var pe *pluginError
 	reported := errors.As(err, &pe)
 	p.pool.put(inst, err != nil && !reported)
+	p.logs.reportDropped(p.host.log, p.desc.Name)
+	timedOut := errors.Is(context.Cause(ctx), errTimedOut)
 	switch {
+	case ctx.Err() != nil && !timedOut:
+		// The caller gave up: its reason is the answer, whatever the guest said.
+		return nil, cerr(context.Cause(ctx))
+	case b.stalled && timedOut:
+		return nil, cerr(fmt.Errorf("the caller did not take the streamed chunks before the call's deadline: %w", context.DeadlineExceeded))
 	case reported:
 		return nil, cerr(plugin.DecodeError(pe.msg))
-	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return nil, cerr(fmt.Errorf("%w: timed out after %v", ErrPluginFault, p.manifest.Timeout.Duration))
-	case err != nil && ctx.Err() != nil:
-		return nil, cerr(context.Cause(ctx))
 	case err != nil:
-		return nil, cerr(fmt.Errorf("%w: %w", ErrPluginFault, err))
+		return nil, cerr(p.fault(ctx, "", err))
 	case len(out) > maxOutputBytes:
 		return nil, cerr(fmt.Errorf("%w: output of %d bytes exceeds the limit of %d", ErrPluginFault, len(out), maxOutputBytes))
 	}
 	return out, nil
+}
+
+// cancelGrace is how long a guest whose caller gave up may take to return.
+const cancelGrace = time.Second
+
+// guestContext is the context a guest runs under, for a call under ctx bound to b. It
+// ends at the call's deadline (errTimedOut), but not when the caller gives up: that
+// reaches the guest through its host functions, which run under ctx and so fail, and
+// the guest is ended only if it has not returned cancelGrace later. A guest that
+// returns keeps its instance: a caller giving up (a retry's attempt timeout, a client
+// gone) does not cost a new one. It holds nothing but b of ctx's values: the engine
+// looks values up on every kernel call, so a short chain keeps calls fast.
+func guestContext(ctx context.Context, b *binding) (context.Context, func()) {
+	guest, end := context.WithCancelCause(context.WithValue(context.Background(), bindingKey{}, b))
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), errTimedOut) {
+			end(errTimedOut)
+			return
+		}
+		t := time.NewTimer(cancelGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			end(fmt.Errorf("the plugin did not return within %v of its caller giving up: %w", cancelGrace, context.Cause(ctx)))
+		case <-guest.Done():
+		}
+	})
+	return guest, func() {
+		stop()
+		end(nil)
+	}
 }
 
 // decode decodes a plugin's output, reporting invalid output as the plugin's fault.
@@ -550,7 +644,7 @@ func DescriptorProblems(d *plugin.Descriptor) []DescriptorProblem {
 		}
 	}
 	for _, h := range c.HTTP {
-		if err := checkHTTPHost(h); err != nil {
+		if _, err := parseHostGrant(h); err != nil {
 			bad(ProblemCapabilities, "%v", err)
 		}
 	}

@@ -15,12 +15,38 @@ import (
 // functions find it in their context, so one pool of instances serves every session
 // without one call ever reaching another's session.
 type binding struct {
-	plugin  *Plugin
+	plugin *Plugin
+	// ctx is the call's: its deadline and its caller's cancellation, which host
+	// functions honour (the guest itself runs under a context that waits a little
+	// for it to return; see guestContext).
+	ctx     context.Context
 	session agent.AnySession
 	// stream receives what the plugin streams: a chunk for models, a status for tools
 	// and handlers. Nil: streaming goes nowhere.
 	stream func(ctx context.Context, data []byte) error
-	http   httpState
+	// stalled is set when the caller did not take a chunk before the call's deadline.
+	stalled bool
+	http    httpState
+}
+
+// send hands data to the binding's stream and waits until the caller took it or the
+// call's deadline passed: a caller that stops reading must not hold the instance past
+// the call's timeout. One chunk is in flight at a time, so chunks keep their order.
+// After a stall, the caller still holds the chunk it did not take; when it takes it,
+// the call has already failed.
+func (b *binding) send(ctx context.Context, data []byte) error {
+	if b.stalled {
+		return abi.Errorf(abi.CodeLimitExceeded, "the caller stopped taking streamed chunks")
+	}
+	taken := make(chan error, 1)
+	go func() { taken <- b.stream(ctx, data) }()
+	select {
+	case err := <-taken:
+		return err
+	case <-ctx.Done():
+		b.stalled = true
+		return abi.Errorf(abi.CodeLimitExceeded, "the caller did not take a streamed chunk before the call's deadline")
+	}
 }
 
 type bindingKey struct{}
@@ -38,10 +64,26 @@ func failErr(err error) []byte {
 }
 
 // hostFuncs defines terrarium:host/v1. Each function reads its binding, checks the
-// plugin's grant, and acts on the bound session only.
+// plugin's grant, and acts on the bound session only, under the call's context.
 func (h *Host) hostFuncs() []hostFunc {
+	funcs := h.hostFuncList()
+	for i := range funcs {
+		fn := funcs[i].fn
+		funcs[i].fn = func(ctx context.Context, c *hostCall, args []uint64) []byte {
+			if b := bindingOf(ctx); b.ctx != nil {
+				ctx = b.ctx
+			}
+			return fn(ctx, c, args)
+		}
+	}
+	return funcs
+}
+
+func (h *Host) hostFuncList() []hostFunc {
 	return []hostFunc{
-		{plugin.FnSessionID, 0, withSession(plugin.StateNone, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		// A session's ID is a handle on the user's conversation (it names its
+		// snapshots): it takes the same grant as reading the session.
+		{plugin.FnSessionID, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
 			return ok([]byte(b.session.ID()))
 		})},
 		{plugin.FnStateGet, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
@@ -108,7 +150,7 @@ func (h *Host) hostFuncs() []hostFunc {
 			if b.stream == nil {
 				return ok(nil)
 			}
-			if err := b.stream(ctx, data); err != nil {
+			if err := b.send(ctx, data); err != nil {
 				return failErr(err)
 			}
 			return ok(nil)
@@ -146,11 +188,7 @@ func (h *Host) hostFuncs() []hostFunc {
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the message: %v", err)
 			}
-			attrs := []any{"plugin", b.plugin.desc.Name}
-			if b.session != nil {
-				attrs = append(attrs, "session", b.session.ID())
-			}
-			h.log.Log(ctx, slog.Level(int64(args[0])), string(msg), attrs...)
+			b.plugin.logs.log(ctx, h.log, b, slog.Level(int64(args[0])), msg)
 			return ok(nil)
 		}},
 	}

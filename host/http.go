@@ -40,15 +40,46 @@ var secretRef = regexp.MustCompile(`\{\{secret:([A-Za-z0-9_.-]+)\}\}`)
 // errRedirectDenied marks a redirect to a host the plugin may not call.
 var errRedirectDenied = errors.New("redirect to a host that is not granted")
 
-// checkRedirect checks every hop of a redirect chain against the grants.
-func (p *Plugin) checkRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) >= maxRedirects {
-		return fmt.Errorf("stopped after %d redirects", maxRedirects)
-	}
-	if !p.manifest.allowsHost(req.URL.Hostname()) {
-		return fmt.Errorf("%w: %s", errRedirectDenied, req.URL.Host)
-	}
-	return nil
+// client returns the client of one request: every hop of a redirect chain is checked
+// against the grants, and a hop to another origin than the request's loses the
+// headers that carry secrets (Go's client drops only its own few, such as
+// Authorization and Cookie, and only for other domains).
+func (p *Plugin) client(secretHeaders []string) *http.Client {
+	return &http.Client{Transport: p.host.transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		if !allowsURL(p.manifest.HTTP, req.URL) {
+			return fmt.Errorf("%w: %s", errRedirectDenied, req.URL.Host)
+		}
+		if origin(req.URL) != origin(via[0].URL) {
+			for _, h := range secretHeaders {
+				req.Header.Del(h)
+			}
+		}
+		return nil
+	}}
+}
+
+// withSecrets replaces the {{secret:NAME}} placeholders in a header's value, each
+// only where its secret is bound: this header, and the host of u.
+func (m Manifest) withSecrets(header, value string, u *url.URL) (string, error) {
+	var denied error
+	value = secretRef.ReplaceAllStringFunc(value, func(ref string) string {
+		name := secretRef.FindStringSubmatch(ref)[1]
+		s, granted := m.Secrets[name]
+		switch {
+		case denied != nil:
+		case !granted:
+			denied = abi.Errorf(abi.CodePermissionDenied, "secret %q is not granted", name)
+		case http.CanonicalHeaderKey(s.Header) != http.CanonicalHeaderKey(header):
+			denied = abi.Errorf(abi.CodePermissionDenied, "secret %q may be sent in the %s header only, not in %s", name, s.Header, header)
+		case !allowsURL(s.Hosts, u):
+			denied = abi.Errorf(abi.CodePermissionDenied, "secret %q may not be sent to %s (it is bound to %v)", name, u.Host, s.Hosts)
+		}
+		return s.Value
+	})
+	return value, denied
 }
 
 // httpRequest implements http_request(request, body): it sends the request through the
@@ -68,8 +99,8 @@ func (h *Host) httpRequest(ctx context.Context, c *hostCall, args []uint64) []by
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fail(abi.CodeInvalidInput, "url %q: want an absolute http or https URL", r.URL)
 	}
-	if !m.allowsHost(u.Hostname()) {
-		return fail(abi.CodePermissionDenied, "host %q is not granted", u.Hostname())
+	if !allowsURL(m.HTTP, u) {
+		return fail(abi.CodePermissionDenied, "host %q is not granted", u.Host)
 	}
 	if len(b.http.open) >= maxOpenHTTP {
 		return fail(abi.CodeLimitExceeded, "%d responses are open; close one first", maxOpenHTTP)
@@ -90,23 +121,18 @@ func (h *Host) httpRequest(ctx context.Context, c *hostCall, args []uint64) []by
 	if err != nil {
 		return fail(abi.CodeInvalidInput, "request: %v", err)
 	}
+	var secretHeaders []string
 	for k, v := range r.Headers {
-		var missing string
-		v = secretRef.ReplaceAllStringFunc(v, func(ref string) string {
-			name := secretRef.FindStringSubmatch(ref)[1]
-			s, granted := m.Secrets[name]
-			if !granted {
-				missing = name
-				return ""
-			}
-			return s.Value
-		})
-		if missing != "" {
-			return fail(abi.CodePermissionDenied, "secret %q is not granted", missing)
+		withSecrets, err := m.withSecrets(k, v, u)
+		if err != nil {
+			return failErr(err)
 		}
-		req.Header.Set(k, v)
+		if secretRef.MatchString(v) {
+			secretHeaders = append(secretHeaders, k)
+		}
+		req.Header.Set(k, withSecrets)
 	}
-	resp, err := b.plugin.client.Do(req)
+	resp, err := b.plugin.client(secretHeaders).Do(req)
 	if err != nil {
 		if errors.Is(err, errRedirectDenied) {
 			return fail(abi.CodePermissionDenied, "%v", errors.Unwrap(err))

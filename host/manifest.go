@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,28 +21,43 @@ type Manifest struct {
 	SHA256 string `json:"sha256,omitempty"`
 	// MemoryPages caps each instance's memory, in 64 KiB WebAssembly pages.
 	MemoryPages uint32 `json:"memoryPages,omitempty"`
-	// Timeout bounds each call of an export, HTTP exchanges included.
+	// Timeout bounds each call of an export, HTTP exchanges and streaming included,
+	// from the moment it has an instance; it bounds making an instance too.
 	Timeout Duration `json:"timeout,omitzero"`
 	// MaxInstances bounds the instances serving calls at once; more calls wait.
 	MaxInstances int `json:"maxInstances,omitempty"`
+	// QueueTimeout bounds how long a call waits for a free instance; past it the call
+	// fails with ErrNoInstance.
+	QueueTimeout Duration `json:"queueTimeout,omitzero"`
 	// State is the access to the session: none, read or write.
 	State plugin.StateAccess `json:"state,omitempty"`
 	// HTTP lists the hosts the plugin may call: exact names ("api.openai.com",
-	// "127.0.0.1") or "*.example.com" for any subdomain of example.com.
+	// "127.0.0.1") or "*.example.com" for any subdomain of example.com, each with an
+	// optional port ("127.0.0.1:11434"). Without a port a grant reaches the scheme's
+	// default port only (80 for http, 443 for https).
 	HTTP []string `json:"http,omitempty"`
 	// MaxResponseBytes bounds the body of each HTTP response.
 	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
 	// Config holds the values the plugin may read with config_get.
 	Config map[string]string `json:"config,omitempty"`
-	// Secrets are injected into HTTP headers through {{secret:NAME}}.
+	// Secrets are injected into HTTP headers through {{secret:NAME}}, each only into
+	// its header of requests to its hosts.
 	Secrets map[string]Secret `json:"secrets,omitempty"`
 }
 
-// Secret is a value the host injects into a plugin's HTTP headers.
+// Secret is a value the host injects into a plugin's HTTP headers. It is bound to the
+// hosts and the header it is for: a {{secret:NAME}} anywhere else fails the request,
+// and a redirect to another origin drops the header.
 type Secret struct {
 	Value string `json:"-"` // never serialized: it comes from Env or from code
 	// Env names the environment variable holding the value, for manifests in files.
 	Env string `json:"env,omitempty"`
+	// Hosts are the hosts the secret may be sent to, written as HTTP grants are
+	// ("api.openai.com", "127.0.0.1:11434"). Empty, it is the manifest's one HTTP
+	// grant; a manifest granting several hosts must name the secret's.
+	Hosts []string `json:"hosts,omitempty"`
+	// Header is the header the secret may be sent in (default "Authorization").
+	Header string `json:"header,omitempty"`
 	// Readable lets the plugin read the value itself with secret_get. Rarely needed.
 	Readable bool `json:"readable,omitempty"`
 }
@@ -49,7 +67,9 @@ const (
 	DefaultMemoryPages      = 1024 // 64 MiB
 	DefaultTimeout          = 30 * time.Second
 	DefaultMaxInstances     = 4
+	DefaultQueueTimeout     = 30 * time.Second
 	DefaultMaxResponseBytes = 32 << 20
+	DefaultSecretHeader     = "Authorization"
 )
 
 // Limits of the protocol (ABI.md, section 4).
@@ -70,11 +90,27 @@ func (m Manifest) withDefaults() Manifest {
 	if m.MaxInstances == 0 {
 		m.MaxInstances = DefaultMaxInstances
 	}
+	if m.QueueTimeout.Duration == 0 {
+		m.QueueTimeout.Duration = DefaultQueueTimeout
+	}
 	if m.MaxResponseBytes == 0 {
 		m.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if m.State == "" {
 		m.State = plugin.StateNone
+	}
+	if len(m.Secrets) > 0 {
+		secrets := make(map[string]Secret, len(m.Secrets))
+		for name, s := range m.Secrets {
+			if len(s.Hosts) == 0 && len(m.HTTP) == 1 {
+				s.Hosts = m.HTTP
+			}
+			if s.Header == "" {
+				s.Header = DefaultSecretHeader
+			}
+			secrets[name] = s
+		}
+		m.Secrets = secrets
 	}
 	return m
 }
@@ -88,39 +124,128 @@ func (m Manifest) validate() error {
 	if m.MemoryPages > 65536 {
 		return fmt.Errorf("memoryPages %d: at most 65536 (4 GiB)", m.MemoryPages)
 	}
-	if m.MaxInstances < 0 || m.Timeout.Duration < 0 || m.MaxResponseBytes < 0 {
+	if m.MaxInstances < 0 || m.Timeout.Duration < 0 || m.QueueTimeout.Duration < 0 || m.MaxResponseBytes < 0 {
 		return fmt.Errorf("negative limit")
 	}
 	for _, h := range m.HTTP {
-		if err := checkHTTPHost(h); err != nil {
+		if _, err := parseHostGrant(h); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// checkHTTPHost checks an HTTP grant or request: a host name, an IP address, or
-// *.domain.
-func checkHTTPHost(h string) error {
-	if h == "" || strings.ContainsAny(h, "/:@ ") && net.ParseIP(h) == nil {
-		return fmt.Errorf("http host %q: want a host name, an IP address or *.domain", h)
+	for name, s := range m.Secrets {
+		if len(s.Hosts) == 0 && len(m.HTTP) > 1 {
+			return fmt.Errorf("secret %q: name the hosts it is for (hosts): the manifest grants %d", name, len(m.HTTP))
+		}
+		for _, h := range s.Hosts {
+			if _, err := parseHostGrant(h); err != nil {
+				return fmt.Errorf("secret %q: %w", name, err)
+			}
+		}
+		if s.Header == "" || strings.ContainsAny(s.Header, " \t\r\n:") {
+			return fmt.Errorf("secret %q: header %q is not a header name", name, s.Header)
+		}
 	}
 	return nil
 }
 
-// allowsHost reports whether host (a URL's host name) is granted.
-func (m Manifest) allowsHost(host string) bool {
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	for _, h := range m.HTTP {
-		h = strings.ToLower(h)
-		if h == host {
-			return true
+// hostGrant is an HTTP grant: a host name (lower case, "*.domain" for its
+// subdomains) or an IP address, and a port ("": the scheme's default).
+type hostGrant struct {
+	host, port string
+}
+
+// parseHostGrant parses an HTTP grant: a host name, an IP address or *.domain, with
+// an optional :port (an IPv6 address with a port is written [::1]:8080).
+func parseHostGrant(s string) (hostGrant, error) {
+	bad := fmt.Errorf("http host %q: want a host name, an IP address or *.domain, with an optional :port", s)
+	if a, err := netip.ParseAddr(s); err == nil {
+		return hostGrant{host: a.String()}, nil
+	}
+	host, port := s, ""
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != p {
+			return hostGrant{}, bad
 		}
-		if rest, ok := strings.CutPrefix(h, "*."); ok && strings.HasSuffix(host, "."+rest) {
+		host, port = h, p
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return hostGrant{host: a.String(), port: port}, nil
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	name := strings.TrimPrefix(host, "*.")
+	if name == "" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789.-_") != "" {
+		return hostGrant{}, bad
+	}
+	return hostGrant{host: host, port: port}, nil
+}
+
+// defaultPort is the port of a URL of scheme that names none.
+func defaultPort(scheme string) string {
+	if strings.EqualFold(scheme, "https") {
+		return "443"
+	}
+	return "80"
+}
+
+// allowsURL reports whether any of grants reaches u's host and port.
+func allowsURL(grants []string, u *url.URL) bool {
+	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.String()
+	}
+	port := u.Port()
+	if port == "" {
+		port = defaultPort(u.Scheme)
+	}
+	for _, s := range grants {
+		g, err := parseHostGrant(s)
+		if err != nil {
+			continue
+		}
+		gport := g.port
+		if gport == "" {
+			gport = defaultPort(u.Scheme)
+		}
+		if gport == port && g.covers(host) {
 			return true
 		}
 	}
 	return false
+}
+
+// covers reports whether the grant's host pattern covers host (a name, an IP address
+// or, for the capabilities a plugin asks for, itself a *.domain pattern).
+func (g hostGrant) covers(host string) bool {
+	if g.host == host {
+		return true
+	}
+	rest, ok := strings.CutPrefix(g.host, "*.")
+	return ok && strings.HasSuffix(host, "."+rest)
+}
+
+// grants reports whether the manifest grants what a plugin asks for in its
+// descriptor: a host with the same port (or none).
+func (m Manifest) grants(asked string) bool {
+	a, err := parseHostGrant(asked)
+	if err != nil {
+		return false
+	}
+	for _, s := range m.HTTP {
+		if g, err := parseHostGrant(s); err == nil && g.port == a.port && g.covers(a.host) {
+			return true
+		}
+	}
+	return false
+}
+
+// origin is a URL's scheme, host and port: where a redirect leaves the origin of the
+// request, the headers carrying secrets are dropped.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = defaultPort(u.Scheme)
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Hostname()) + ":" + port
 }
 
 // Duration is a time.Duration written as "30s" in JSON.

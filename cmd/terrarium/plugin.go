@@ -113,9 +113,9 @@ func (g *grants) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.state, "state", "", "grant session state access: none, read or write")
 	fs.DurationVar(&g.timeout, "timeout", 0, "the timeout per call (default 30s)")
 	fs.UintVar(&g.memoryPages, "memory-pages", 0, "the memory limit per instance, in 64 KiB pages (default 1024)")
-	fs.Var(&g.http, "http", "grant an HTTP host (repeatable)")
+	fs.Var(&g.http, "http", "grant an HTTP host, host[:port]; without a port, the scheme's default only (repeatable)")
 	fs.Var(&g.cfg, "config", "grant a config value, key=value (repeatable)")
-	fs.Var(&g.secrets, "secret", "grant a secret from the environment, NAME or NAME=ENVVAR (repeatable)")
+	fs.Var(&g.secrets, "secret", "grant a secret from the environment, NAME or NAME=ENVVAR, sent only to the one --http host\nin the Authorization header (other hosts or headers: --manifest) (repeatable)")
 }
 
 func (g *grants) build() (host.Manifest, error) {
@@ -299,7 +299,7 @@ func printInspection(w io.Writer, file string, in *host.Inspection) {
 
 func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, code, ok := parseWasmCommand("plugin test",
-		"Runs the conformance suite; exits 1 if any check fails. Grant what the plugin needs\n(e.g. --state write, --http 127.0.0.1 --config baseURL=http://127.0.0.1:8080/v1).",
+		"Runs the conformance suite; exits 1 if any check fails. Grant what the plugin needs\n(e.g. --state write, --http 127.0.0.1:8080 --config baseURL=http://127.0.0.1:8080/v1).",
 		"print the report as JSON (for CI)", args, stderr)
 	if !ok {
 		return code

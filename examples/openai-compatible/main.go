@@ -71,7 +71,7 @@ func pluginDir() string {
 // server is where the answer comes from, read from the environment.
 type server struct {
 	baseURL, key, model string
-	host                string // the base URL's host name, granted to the plugin
+	host                string // the base URL's host and port (if it names one), granted to the plugin
 }
 
 // fromEnv reads the server's settings, saying which variables are missing.
@@ -95,7 +95,7 @@ func fromEnv(lookup func(string) (string, bool)) (*server, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		return nil, fmt.Errorf("OPENAI_BASE_URL %q is not an http or https URL\n\n%s", s.baseURL, usage)
 	}
-	s.host = u.Hostname()
+	s.host = u.Host
 	return s, nil
 }
 

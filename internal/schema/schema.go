@@ -150,14 +150,32 @@ type Validator struct {
 // ErrInvalid is wrapped by every validation failure.
 var ErrInvalid = errors.New("does not match schema")
 
-// Compile compiles a schema. A nil schema accepts any value.
+// Limits of the schemas Compile accepts. Schemas come from plugins and prompt files,
+// and compiling one takes time growing with the square of its nesting: a 50 KB schema
+// nested 5,000 levels keeps a core busy for minutes.
+const (
+	// MaxDepth is the deepest nesting of JSON objects and arrays in a schema.
+	MaxDepth = 64
+	// MaxBytes is the size of a schema's JSON.
+	MaxBytes = 1 << 20
+)
+
+// Compile compiles a schema. A nil schema accepts any value. External references
+// ("$ref": "file:///...", "https://...") are refused, never loaded: a schema refers
+// to itself only ("#/$defs/x").
 func Compile(schema map[string]any) (*Validator, error) {
 	if schema == nil {
 		return &Validator{}, nil
 	}
+	if deeper(schema, MaxDepth) {
+		return nil, fmt.Errorf("schema: nested deeper than %d levels", MaxDepth)
+	}
 	key, err := json.Marshal(schema)
 	if err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
+	}
+	if len(key) > MaxBytes {
+		return nil, fmt.Errorf("schema: %d bytes of JSON, more than the limit of %d", len(key), MaxBytes)
 	}
 	if v, ok := compiled.Load(string(key)); ok {
 		return v.(*Validator), nil
@@ -168,6 +186,7 @@ func Compile(schema map[string]any) (*Validator, error) {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
 	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
 	c.DefaultDraft(jsonschema.Draft2020)
 	if err := c.AddResource("mem:///schema.json", doc); err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
@@ -178,6 +197,39 @@ func Compile(schema map[string]any) (*Validator, error) {
 	}
 	v, _ := compiled.LoadOrStore(string(key), &Validator{s: s})
 	return v.(*Validator), nil
+}
+
+// noLoader refuses to load anything: the validator's default loader reads files,
+// which would let a plugin's schema make the host read (or hang on) its own.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external reference %q refused: a schema may refer to itself only", url)
+}
+
+// deeper reports whether v nests JSON objects and arrays more than max levels deep.
+func deeper(v any, max int) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		if max == 0 {
+			return true
+		}
+		for _, e := range v {
+			if deeper(e, max-1) {
+				return true
+			}
+		}
+	case []any:
+		if max == 0 {
+			return true
+		}
+		for _, e := range v {
+			if deeper(e, max-1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // compiled caches validators by the JSON of their schema: tools and outputs are

@@ -3,8 +3,12 @@ package schema
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 type city struct {
@@ -92,5 +96,65 @@ func TestValidate(t *testing.T) {
 	anyV, _ := Compile(nil)
 	if err := anyV.Validate(map[string]any{"x": 1}); err != nil {
 		t.Errorf("nil schema rejected a value: %v", err)
+	}
+}
+
+// nested returns a schema nesting objects depth levels deep (counting the root).
+func nested(depth int) map[string]any {
+	s := map[string]any{"type": "object"}
+	for range depth/2 - 1 {
+		s = map[string]any{"type": "object", "properties": map[string]any{"a": s}}
+	}
+	return s
+}
+
+func TestCompileLimits(t *testing.T) {
+	if _, err := Compile(nested(MaxDepth)); err != nil {
+		t.Errorf("a schema at the depth limit: %v", err)
+	}
+	// Compiling takes time growing with the square of the depth: 5,000 levels took
+	// minutes before the limit.
+	if _, err := Compile(nested(5000)); err == nil || !strings.Contains(err.Error(), "nested deeper than 64") {
+		t.Errorf("a schema nested 5,000 levels: %v", err)
+	}
+	wide := map[string]any{"enum": []any{strings.Repeat("x", MaxBytes)}}
+	if _, err := Compile(wide); err == nil || !strings.Contains(err.Error(), "more than the limit") {
+		t.Errorf("a schema over the size limit: %v", err)
+	}
+}
+
+func TestCompileRefusesExternalReferences(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "private.json")
+	if err := os.WriteFile(file, []byte(`{"type": "string"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"file://" + file, "file://" + fifo, "https://json-schema.example/s.json", "other.json"} {
+		for _, s := range []map[string]any{{"$ref": ref}, {"$schema": ref}, {"properties": map[string]any{"a": map[string]any{"$ref": ref}}}} {
+			done := make(chan error, 1)
+			go func() { _, err := Compile(s); done <- err }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "external reference") {
+					t.Errorf("%v: %v", s, err)
+				}
+			case <-time.After(30 * time.Second): // a guard against a hang (the FIFO), not a speed check
+				t.Fatalf("%v: still compiling after 30s", s)
+			}
+		}
+	}
+	// References within the schema, and the drafts' own meta-schemas, still work.
+	for _, s := range []map[string]any{
+		{"$defs": map[string]any{"n": map[string]any{"type": "integer"}}, "$ref": "#/$defs/n"},
+		{"$schema": "http://json-schema.org/draft-07/schema#", "type": "integer"},
+		{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "integer"},
+	} {
+		if err := Validate(s, 1); err != nil {
+			t.Errorf("%v: %v", s, err)
+		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/terrarium-ai/terrarium/host/conformance"
 	"github.com/terrarium-ai/terrarium/host/conformance/conformancetest"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 // The tests below build the plugin, load it into a host and drive it through the agent
@@ -70,9 +71,9 @@ func loadPlugin(t *testing.T, baseURL string, config map[string]string) (*agent.
 		cfg[k] = v
 	}
 	p, err := h.Load(context.Background(), pluginWasm(t), host.Manifest{
-		HTTP:    []string{"127.0.0.1"},
+		HTTP:    []string{provider.Host(baseURL)},
 		Config:  cfg,
-		Secrets: map[string]host.Secret{"ANTHROPIC_API_KEY": {Value: testKey}},
+		Secrets: map[string]host.Secret{"ANTHROPIC_API_KEY": {Value: testKey, Header: "x-api-key"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +194,7 @@ func TestPluginDescribes(t *testing.T) {
 	srv := newScripted(t)
 	r, p := loadPlugin(t, srv.URL, map[string]string{"models": "claude-a, claude-b"})
 	d := p.Descriptor()
-	jsonEq(t, "capabilities", d.Capabilities, `{"http":["127.0.0.1"],"config":["baseURL","models","apiKeySecret"],"secrets":["ANTHROPIC_API_KEY"]}`)
+	jsonEq(t, "capabilities", d.Capabilities, `{"http":["`+provider.Host(srv.URL)+`"],"config":["baseURL","models","apiKeySecret"],"secrets":["ANTHROPIC_API_KEY"]}`)
 	for _, name := range []string{"anthropic/claude-a", "anthropic/claude-b"} {
 		m, err := r.LookupModel(name)
 		if err != nil {
@@ -776,8 +777,8 @@ func TestConformanceAgainstFake(t *testing.T) {
 	t.Parallel()
 	srv := newFakeAnthropic(t)
 	conformancetest.Require(t, pluginWasm(t), conformance.Options{Manifest: host.Manifest{
-		HTTP:    []string{"127.0.0.1"},
+		HTTP:    []string{provider.Host(srv.URL)},
 		Config:  map[string]string{"baseURL": srv.URL + "/v1", "models": "claude-sonnet-4-5"},
-		Secrets: map[string]host.Secret{"ANTHROPIC_API_KEY": {Value: testKey}},
+		Secrets: map[string]host.Secret{"ANTHROPIC_API_KEY": {Value: testKey, Header: "x-api-key"}},
 	}})
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/terrarium-ai/terrarium/host/conformance"
 	"github.com/terrarium-ai/terrarium/host/conformance/conformancetest"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 // testKey is the API key the tests' manifests grant.
@@ -47,9 +48,9 @@ func loadGemini(t *testing.T, base string, config map[string]string) *agent.Regi
 		cfg[k] = v
 	}
 	_, err = h.LoadFile(t.Context(), pluginbuild.ForTest(t, "."), host.Manifest{
-		HTTP:    []string{"127.0.0.1"},
+		HTTP:    []string{provider.Host(base)},
 		Config:  cfg,
-		Secrets: map[string]host.Secret{"GEMINI_API_KEY": {Value: testKey}},
+		Secrets: map[string]host.Secret{"GEMINI_API_KEY": {Value: testKey, Header: "x-goog-api-key"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -660,8 +661,8 @@ func TestAPIKeySecretFromConfig(t *testing.T) {
 	// The secret apiKeySecret names is asked for and sent; an empty apiKeySecret sends
 	// no key and asks for no secret.
 	for _, tc := range []struct{ secret, key, capabilities string }{
-		{"TEAM_GEMINI_KEY", "team-key", `{"http":["127.0.0.1"],"config":["baseURL","models","apiKeySecret"],"secrets":["TEAM_GEMINI_KEY"]}`},
-		{"", "", `{"http":["127.0.0.1"],"config":["baseURL","models","apiKeySecret"]}`},
+		{"TEAM_GEMINI_KEY", "team-key", `{"http":["` + provider.Host(srv.URL) + `"],"config":["baseURL","models","apiKeySecret"],"secrets":["TEAM_GEMINI_KEY"]}`},
+		{"", "", `{"http":["` + provider.Host(srv.URL) + `"],"config":["baseURL","models","apiKeySecret"]}`},
 	} {
 		r := agent.NewRegistry()
 		h, err := host.New(r, host.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
@@ -670,9 +671,9 @@ func TestAPIKeySecretFromConfig(t *testing.T) {
 		}
 		defer h.Close(context.Background())
 		p, err := h.LoadFile(t.Context(), pluginbuild.ForTest(t, "."), host.Manifest{
-			HTTP:    []string{"127.0.0.1"},
+			HTTP:    []string{provider.Host(srv.URL)},
 			Config:  map[string]string{"baseURL": srv.URL + "/v1beta", "apiKeySecret": tc.secret},
-			Secrets: map[string]host.Secret{"TEAM_GEMINI_KEY": {Value: "team-key"}},
+			Secrets: map[string]host.Secret{"TEAM_GEMINI_KEY": {Value: "team-key", Header: "x-goog-api-key"}},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -769,8 +770,8 @@ func TestConformanceAgainstFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	conformancetest.Require(t, wasm, conformance.Options{Manifest: host.Manifest{
-		HTTP:    []string{"127.0.0.1"},
+		HTTP:    []string{provider.Host(srv.URL)},
 		Config:  map[string]string{"baseURL": srv.URL + "/v1beta", "models": "gemini-2.5-flash"},
-		Secrets: map[string]host.Secret{"GEMINI_API_KEY": {Value: testKey}},
+		Secrets: map[string]host.Secret{"GEMINI_API_KEY": {Value: testKey, Header: "x-goog-api-key"}},
 	}})
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/terrarium-ai/terrarium/host/conformance"
 	"github.com/terrarium-ai/terrarium/host/conformance/conformancetest"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+	"github.com/terrarium-ai/terrarium/sdk/provider"
 )
 
 var (
@@ -57,7 +58,7 @@ func loadPlugin(t *testing.T, baseURL, models string, edit ...func(*host.Manifes
 	}
 	t.Cleanup(func() { h.Close(context.Background()) })
 	m := host.Manifest{
-		HTTP:    []string{"127.0.0.1"},
+		HTTP:    []string{provider.Host(baseURL)},
 		Config:  map[string]string{"baseURL": baseURL, "models": models},
 		Secrets: map[string]host.Secret{"OPENAI_API_KEY": {Value: "sk-test"}},
 	}
@@ -125,7 +126,7 @@ func sharedPlugin(t *testing.T, handler http.HandlerFunc, models ...string) *age
 			return
 		}
 		_, shared.err = shared.h.Load(context.Background(), wasm, host.Manifest{
-			HTTP:    []string{"127.0.0.1"},
+			HTTP:    []string{provider.Host(shared.srv.URL)},
 			Config:  map[string]string{"baseURL": shared.srv.URL + "/v1", "models": sharedModels},
 			Secrets: map[string]host.Secret{"OPENAI_API_KEY": {Value: "sk-test"}},
 		})
@@ -289,7 +290,7 @@ func mustJSON(v any) string {
 // errors of a server that cannot be reached and of a host the manifest does not grant.
 func TestDescribeAndTransportErrors(t *testing.T) {
 	r, p := loadPlugin(t, "http://127.0.0.1:1/v1", "gpt-test, meta-llama/llama-3.1-8b:free ,llama3.2:3b")
-	if p.Name() != "openai" || !slices.Equal(p.Descriptor().Capabilities.HTTP, []string{"127.0.0.1"}) ||
+	if p.Name() != "openai" || !slices.Equal(p.Descriptor().Capabilities.HTTP, []string{"127.0.0.1:1"}) ||
 		!slices.Equal(p.Descriptor().Capabilities.Secrets, []string{"OPENAI_API_KEY"}) {
 		t.Errorf("descriptor = %+v", p.Descriptor())
 	}
@@ -314,7 +315,7 @@ func TestDescribeAndTransportErrors(t *testing.T) {
 
 	// Without config the defaults are declared, and api.openai.com is asked for and
 	// used, which this manifest does not grant.
-	r, p = loadPlugin(t, "", "", func(m *host.Manifest) { m.Config = nil })
+	r, p = loadPlugin(t, "", "", func(m *host.Manifest) { m.Config, m.HTTP = nil, []string{"127.0.0.1"} })
 	if !slices.Equal(p.Keys(), []string{"/model/openai/gpt-4o", "/model/openai/gpt-4o-mini"}) ||
 		!slices.Equal(p.Descriptor().Capabilities.HTTP, []string{"api.openai.com"}) {
 		t.Errorf("default keys = %v, descriptor = %+v", p.Keys(), p.Descriptor())
@@ -728,7 +729,7 @@ func TestNoAPIKey(t *testing.T) {
 func TestConformanceAgainstFake(t *testing.T) {
 	srv := newFakeOpenAI(t)
 	conformancetest.Require(t, pluginWasm(t), conformance.Options{Manifest: host.Manifest{
-		HTTP:    []string{"127.0.0.1"},
+		HTTP:    []string{provider.Host(srv.URL)},
 		Config:  map[string]string{"baseURL": srv.URL + "/v1", "models": "fake-model"},
 		Secrets: map[string]host.Secret{"OPENAI_API_KEY": {Value: "sk-test"}},
 	}})

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -121,14 +122,16 @@ func validSecretName(name string) bool {
 	return name != ""
 }
 
-// Host returns the host name of a URL, in lower case, without scheme, port, user info
-// or path ("http://user@Example.COM:8080/v1" gives "example.com", "http://[::1]:80"
-// gives "::1"): what a manifest grants to let a plugin call the URL. It returns ""
-// when the URL holds no host a manifest could name.
+// Host returns the host of a URL as a manifest grants it: the host name in lower
+// case, with the port when the URL names one other than its scheme's default, without
+// scheme, user info or path ("http://user@Example.COM:80/v1" gives "example.com",
+// "http://127.0.0.1:8080/v1" gives "127.0.0.1:8080", "http://[::1]:8080" gives
+// "[::1]:8080"). It returns "" when the URL holds no host a manifest could name.
 func Host(url string) string {
 	u := strings.TrimSpace(url)
-	if _, rest, ok := strings.Cut(u, "://"); ok {
-		u = rest
+	scheme := "https"
+	if s, rest, ok := strings.Cut(u, "://"); ok {
+		scheme, u = strings.ToLower(s), rest
 	}
 	if i := strings.IndexAny(u, "/?#"); i >= 0 {
 		u = u[:i]
@@ -136,26 +139,20 @@ func Host(url string) string {
 	if i := strings.LastIndexByte(u, '@'); i >= 0 {
 		u = u[i+1:]
 	}
-	if strings.HasPrefix(u, "[") { // an IPv6 literal
-		end := strings.IndexByte(u, ']')
-		if end < 0 {
-			return ""
-		}
-		if a, err := netip.ParseAddr(u[1:end]); err == nil {
-			return strings.ToLower(a.String())
-		}
+	host, port := u, ""
+	if h, p, err := net.SplitHostPort(u); err == nil {
+		host, port = h, p
+	}
+	host = strings.ToLower(host)
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		host = a.String()
+	} else if host == "" || strings.HasPrefix(u, "[") || strings.Trim(host, "abcdefghijklmnopqrstuvwxyz0123456789.-_") != "" {
 		return ""
 	}
-	if i := strings.LastIndexByte(u, ':'); i >= 0 {
-		u = u[:i]
+	if port == "" || port == map[string]string{"http": "80", "https": "443"}[scheme] {
+		return host
 	}
-	u = strings.ToLower(u)
-	for _, r := range u {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
-			return ""
-		}
-	}
-	return u
+	return net.JoinHostPort(host, port)
 }
 
 // prefix is what starts the messages of a provider's errors: "name: ", or nothing.

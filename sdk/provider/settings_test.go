@@ -51,7 +51,7 @@ func TestReadSettings(t *testing.T) {
 func TestCapabilitiesAndValidate(t *testing.T) {
 	jsonOf := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	s := Settings{BaseURL: "http://127.0.0.1:41234/v1", KeySecret: "ANTHROPIC_API_KEY"}
-	if got, want := jsonOf(s.Capabilities()), `{"http":["127.0.0.1"],"config":["baseURL","models","apiKeySecret"],"secrets":["ANTHROPIC_API_KEY"]}`; got != want {
+	if got, want := jsonOf(s.Capabilities()), `{"http":["127.0.0.1:41234"],"config":["baseURL","models","apiKeySecret"],"secrets":["ANTHROPIC_API_KEY"]}`; got != want {
 		t.Errorf("capabilities = %s, want %s", got, want)
 	}
 	if err := s.Validate("x"); err != nil {
@@ -87,9 +87,11 @@ func TestCapabilitiesAndValidate(t *testing.T) {
 func TestHost(t *testing.T) {
 	for u, want := range map[string]string{
 		"https://api.anthropic.com/v1":  "api.anthropic.com",
-		"http://127.0.0.1:41234/v1":     "127.0.0.1",
+		"http://127.0.0.1:41234/v1":     "127.0.0.1:41234",
 		"http://user@Example.COM:80":    "example.com",
-		"http://[::1]:8080/v1":          "::1",
+		"https://example.com:80":        "example.com:80",
+		"http://[::1]:8080/v1":          "[::1]:8080",
+		"http://[::1]/v1":               "::1",
 		"https://proxy.example/a?b=c:d": "proxy.example",
 		"api.openai.com/v1":             "api.openai.com",
 		"http://a b/":                   "",

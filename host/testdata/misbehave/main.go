@@ -2,17 +2,22 @@
 // the SDK, that misbehaves on purpose.
 //
 // Without a "mode" config value it offers one tool per fault the host must survive
-// (ok, panic, loop, oom, badjson, huge, error). With a mode it misbehaves in that one
-// way, each a failure kind the conformance suite must report: abi, dupnames,
+// (ok, panic, loop, oom, badjson, huge, error, sleep, poll, exit, logflood) and a model,
+// streamer, that streams until the host refuses a chunk, and forger, which answers
+// with a user's message. With a mode it misbehaves in
+// that one way, each a failure kind the conformance suite must report (abi, dupnames,
 // badschema, badpoint, badcaps, acceptsinvalid, badoutput, trap, slow, memhog, liar,
-// baddirective, badstate.
+// baddirective, badstate) or a descriptor the host must refuse (deepschema: an input
+// schema nested 5,000 levels (45 KB); ref: an input schema that is {"$ref": <config "ref">}).
 package main
 
 import (
 	"encoding/binary"
 	"encoding/json"
+	"os"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 //go:wasmimport extism:host/env input_length
@@ -48,6 +53,15 @@ func configGet(key uint64) uint64
 //go:wasmimport terrarium:host/v1 state_set
 func stateSet(state uint64) uint64
 
+//go:wasmimport terrarium:host/v1 stream
+func stream(chunk uint64) uint64
+
+//go:wasmimport terrarium:host/v1 log
+func logLine(level, msg uint64) uint64
+
+//go:wasmimport wasi_snapshot_preview1 poll_oneoff
+func pollOneoff(in, out unsafe.Pointer, nsubscriptions uint32, nevents unsafe.Pointer) uint32
+
 func input() []byte {
 	b := make([]byte, inputLength())
 	for i := range b {
@@ -56,7 +70,7 @@ func input() []byte {
 	return b
 }
 
-// block copies b into a kernel block, eight bytes at a time: the 100 MB output must
+// block copies b into a kernel block, eight bytes at a time: the 17 MiB output must
 // not take longer than the call's timeout.
 func block(b []byte) uint64 {
 	off := alloc(uint64(len(b)))
@@ -98,16 +112,21 @@ func fail(code, msg string) int32 {
 	return failRaw(string(b))
 }
 
-func mode() string {
-	res := read(configGet(block([]byte("mode"))))
+func config(key string) string {
+	res := read(configGet(block([]byte(key))))
 	if len(res) > 0 && res[0] == 0 {
 		return string(res[1:])
 	}
 	return ""
 }
 
+func mode() string { return config("mode") }
+
+// info logs text at level info: the tests' handshake that a call got this far.
+func info(text string) { logLine(0, block([]byte(text))) }
+
 // faultTools are the tools of the default mode.
-var faultTools = []string{"ok", "panic", "loop", "oom", "badjson", "huge", "error"}
+var faultTools = []string{"ok", "panic", "loop", "oom", "badjson", "huge", "error", "sleep", "poll", "exit", "logflood"}
 
 var intInput = map[string]any{
 	"type":                 "object",
@@ -126,6 +145,7 @@ func describe() int32 {
 			defs = append(defs, map[string]any{"name": t, "description": "fault: " + t, "inputSchema": map[string]any{"type": "object"}})
 		}
 		d["tools"] = defs
+		d["models"] = []any{map[string]any{"name": "streamer"}, map[string]any{"name": "forger"}}
 		return output(d)
 	}
 	tool := map[string]any{"name": "t", "description": "a tool", "inputSchema": intInput, "outputSchema": map[string]any{"type": "integer"}}
@@ -141,6 +161,14 @@ func describe() int32 {
 		d["handlers"] = []any{map[string]any{"name": "h", "points": []any{"midnight"}}}
 	case "badcaps":
 		d["capabilities"] = map[string]any{"state": "root"}
+	case "deepschema":
+		deep := map[string]any{}
+		for range 5000 {
+			deep = map[string]any{"items": deep}
+		}
+		tool["inputSchema"] = deep
+	case "ref":
+		tool["inputSchema"] = map[string]any{"$ref": config("ref")}
 	case "liar":
 		d["models"] = []any{map[string]any{"name": "m", "info": map[string]any{"supports": map[string]any{
 			"multiturn": true, "tools": true, "toolChoice": true, "output": []any{"text", "json"}}}}}
@@ -168,7 +196,7 @@ func callTool() int32 {
 		return fail("invalid_input", err.Error())
 	}
 	if m == "" {
-		return faultTool(in.Tool)
+		return faultTool(in.Tool, in.Input)
 	}
 	if in.Tool != "t" {
 		return fail("not_found", "no tool "+in.Tool)
@@ -195,7 +223,13 @@ func callTool() int32 {
 }
 
 // faultTool runs a tool of the default mode.
-func faultTool(name string) int32 {
+func faultTool(name string, input map[string]any) int32 {
+	number := func(key string, def float64) float64 {
+		if n, ok := input[key].(float64); ok {
+			return n
+		}
+		return def
+	}
 	switch name {
 	case "ok":
 		return outputRaw([]byte(`{"output":"fine"}`))
@@ -209,11 +243,38 @@ func faultTool(name string) int32 {
 	case "badjson":
 		return outputRaw([]byte(`{"output": not json`))
 	case "huge":
-		return outputRaw([]byte(`{"output":"` + strings.Repeat("x", 100<<20) + `"}`))
+		return outputRaw([]byte(`{"output":"` + strings.Repeat("x", 17<<20) + `"}`))
 	case "error":
 		return failRaw("plain text, not JSON")
+	case "sleep":
+		// Go's time.Sleep: one WASI poll_oneoff with a clock, once the scheduler idles.
+		info("sleeping")
+		time.Sleep(time.Duration(number("ms", float64(time.Hour/time.Millisecond))) * time.Millisecond)
+		return outputRaw([]byte(`{"output":"slept"}`))
+	case "poll":
+		info("polling")
+		pollClock(time.Hour)
+		return outputRaw([]byte(`{"output":"polled"}`))
+	case "exit":
+		os.Exit(0)
+	case "logflood":
+		text, _ := input["text"].(string)
+		for range int(number("lines", 1)) {
+			logLine(0, block([]byte(text)))
+		}
+		return outputRaw([]byte(`{"output":"logged"}`))
 	}
 	return fail("not_found", "no tool "+name)
+}
+
+// pollClock calls WASI's poll_oneoff itself with one relative clock subscription.
+func pollClock(d time.Duration) {
+	var sub [48]byte // userdata, tag 0 (clock), clock id 1 (monotonic), timeout, precision, flags 0 (relative)
+	binary.LittleEndian.PutUint32(sub[16:], 1)
+	binary.LittleEndian.PutUint64(sub[24:], uint64(d))
+	var event [32]byte
+	var n uint32
+	pollOneoff(unsafe.Pointer(&sub), unsafe.Pointer(&event), 1, unsafe.Pointer(&n))
 }
 
 // crash panics where nothing recovers: the Go runtime dies, and the instance with it.
@@ -233,8 +294,30 @@ func generate() int32 {
 	if !strings.HasPrefix(string(input()), "{") {
 		return fail("invalid_input", "not JSON")
 	}
+	if mode() == "" {
+		var in struct {
+			Model string `json:"model"`
+		}
+		json.Unmarshal(input(), &in)
+		if in.Model == "forger" {
+			return output(map[string]any{"message": map[string]any{"role": "user", "content": []any{map[string]any{"text": "a forged user turn"}}}, "finishReason": "stop"})
+		}
+		return streamUntilRefused()
+	}
 	// The liar claims tools and JSON output, and always just says no.
 	return output(map[string]any{"message": map[string]any{"role": "model", "content": []any{map[string]any{"text": "no"}}}, "finishReason": "stop"})
+}
+
+// streamUntilRefused is the streamer model: it streams 10,000 chunks of 1 KB, or fewer
+// if the host refuses one, when it fails with the host's error.
+func streamUntilRefused() int32 {
+	chunk := block([]byte(`{"content":[{"text":"` + strings.Repeat("x", 1000) + `"}]}`))
+	for range 10_000 {
+		if res := read(stream(chunk)); len(res) > 0 && res[0] != 0 {
+			return failRaw(string(res[1:]))
+		}
+	}
+	return output(map[string]any{"message": map[string]any{"role": "model", "content": []any{map[string]any{"text": "streamed"}}}, "finishReason": "stop"})
 }
 
 //go:wasmexport terrarium_handle
