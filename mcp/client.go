@@ -50,7 +50,7 @@ type Client struct {
 
 // Connect starts or reaches the MCP server of cfg, lists its tools, and returns a
 // client offering those cfg.Allow allows as agent tools named "<cfg.Name>/<tool>".
-// Connecting and listing are bounded by cfg's timeout. Close the client to end the
+// Connecting and listing are bounded by cfg's connect timeout. Close the client to end the
 // connection (and stop a command).
 func Connect(ctx context.Context, cfg ServerConfig, opts ...Option) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
@@ -106,10 +106,10 @@ func Connect(ctx context.Context, cfg ServerConfig, opts ...Option) (*Client, er
 
 // definition is the agent tool definition of an MCP tool of server.
 func definition(server string, t *mcpsdk.Tool) (*abi.ToolDefinition, error) {
-	def := &abi.ToolDefinition{Name: server + "/" + t.Name, Description: t.Description}
 	if t.Name == "" || strings.ContainsAny(t.Name, " \t\r\n") {
 		return nil, fmt.Errorf("mcp: server %s offers a tool named %q, which cannot be an agent tool's name", server, t.Name)
 	}
+	def := &abi.ToolDefinition{Name: server + "/" + t.Name, Description: t.Description}
 	var ok bool
 	if def.InputSchema, ok = t.InputSchema.(map[string]any); !ok {
 		return nil, fmt.Errorf("mcp: server %s: tool %s has no input schema object", server, t.Name)
