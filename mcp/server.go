@@ -115,8 +115,7 @@ func (s *Server) Run(ctx context.Context, t mcpsdk.Transport) error {
 // clients. It refuses requests reaching a loopback address with another Host header
 // (DNS rebinding); authenticating clients is the job of the handler wrapping it.
 func (s *Server) Handler() http.Handler {
-	return mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s.sdk },
-		nil)
+	return mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s.sdk }, nil)
 }
 
 // handler runs tool t for a tools/call request. Bad input and every error of the tool
