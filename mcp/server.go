@@ -238,32 +238,45 @@ func match(names, patterns []string, what string) ([]string, error) {
 	return out, nil
 }
 
-// RegistryTools returns the tools registered in r whose names match one of the
-// patterns (path.Match syntax: "calculator/*"), or every tool for none, sorted by name.
-// A pattern matching no tool is an error.
+// SelectTools returns the tools whose names match one of the patterns (path.Match
+// syntax: "calculator/*"), or all of them for none, in their order. A pattern matching
+// no tool is an error.
+func SelectTools(tools []agent.Tool, patterns ...string) ([]agent.Tool, error) {
+	if len(patterns) == 0 {
+		return tools, nil
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name()
+	}
+	selected, err := match(names, patterns, "tool pattern")
+	if err != nil {
+		return nil, err
+	}
+	var out []agent.Tool
+	for _, t := range tools {
+		if slices.Contains(selected, t.Name()) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// RegistryTools returns the tools registered in r, sorted by name, selected by patterns
+// as SelectTools selects them.
 func RegistryTools(r *agent.Registry, patterns ...string) ([]agent.Tool, error) {
-	var names []string
+	var tools []agent.Tool
 	for _, d := range r.Actions() {
-		if d.Type == agent.ActionTypeTool {
-			names = append(names, d.Name)
+		if d.Type != agent.ActionTypeTool {
+			continue
 		}
-	}
-	if len(patterns) > 0 {
-		var err error
-		if names, err = match(names, patterns, "tool pattern"); err != nil {
-			return nil, err
-		}
-		slices.Sort(names)
-	}
-	tools := make([]agent.Tool, 0, len(names))
-	for _, n := range names {
-		t, err := r.LookupTool(n)
+		t, err := r.LookupTool(d.Name)
 		if err != nil {
 			return nil, err
 		}
 		tools = append(tools, t)
 	}
-	return tools, nil
+	return SelectTools(tools, patterns...)
 }
 
 func quoted(names []string) string {

@@ -5,7 +5,7 @@
 //	terrarium plugin build <dir> [-o file.wasm]   build a Go plugin to .wasm (cached)
 //	terrarium plugin inspect <file.wasm> [--json] describe a plugin without loading it
 //	terrarium plugin test <file.wasm> [flags]     run the conformance suite
-//	terrarium mcp <plugin-dir> [--http addr]      serve plugins' tools to MCP clients
+//	terrarium mcp <dir> [--http addr]             serve plugins' tools to MCP clients
 //
 // It adds no logic of its own: it drives deploy, server, mcp, host/pluginbuild,
 // host.Inspect, host.LoadDir and host/conformance, as a Go program embedding Terrarium
@@ -43,7 +43,7 @@ commands:
   plugin build <dir> [-o file.wasm]     build a Go plugin (GOOS=wasip1) to .wasm, cached
   plugin inspect <file.wasm> [--json]   show a plugin's descriptor, imports, exports, size and SHA-256
   plugin test <file.wasm> [flags]       check a plugin against Terrarium's conformance suite
-  mcp <plugin-dir> [--http host:port]   serve the plugins' tools to MCP clients (stdio, or streamable HTTP)
+  mcp <dir> [--http host:port]          serve the tools of a plugin or agent-file directory to MCP clients
 
 Run "terrarium plugin <command> -h" or "terrarium mcp -h" for a command's flags.
 `

@@ -10,14 +10,18 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/deploy"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/mcp"
+	"github.com/terrarium-ai/terrarium/store"
 )
 
 // mcpPath is where --http serves the MCP endpoint.
@@ -29,12 +33,13 @@ func mcpServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var patterns multiFlag
 	fs.Var(&patterns, "tool", "serve only the tools matching this `pattern`, e.g. calculator/calc or clock/* (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: terrarium mcp <plugin-dir> [--http host:port] [--tool pattern]...
+		fmt.Fprint(stderr, `usage: terrarium mcp <dir> [--http host:port] [--tool pattern]...
 
-Serves the tools of the plugins in <plugin-dir> to MCP clients, over stdio (standard
-input and output carry the protocol; logs go to standard error) or streamable HTTP.
-Each <name>.wasm is loaded with the manifest <name>.json beside it, if any (the JSON
-"plugin test --manifest" reads): its grants, limits and SHA-256 pin. A tool
+Serves the tools of plugins to MCP clients, over stdio (standard input and output carry
+the protocol; logs go to standard error) or streamable HTTP. <dir> holds either agent
+files (*.yaml), whose plugins are loaded with the grants the files give them, or
+plugins: each <name>.wasm with the manifest <name>.json beside it, if any (the JSON
+"plugin test --manifest" reads: grants, limits and SHA-256 pin). A tool
 /tool/<plugin>/<tool> is served as <plugin>_<tool>.
 `)
 		fs.PrintDefaults()
@@ -49,17 +54,12 @@ Each <name>.wasm is loaded with the manifest <name>.json beside it, if any (the 
 		return exitFailed
 	}
 
-	r := agent.NewRegistry()
-	h, err := host.New(r, host.WithLogger(log))
+	tools, closeTools, err := loadTools(ctx, dir, log)
 	if err != nil {
 		return fail(err)
 	}
-	defer h.Close(context.Background())
-	if err := loadTools(ctx, h, dir); err != nil {
-		return fail(err)
-	}
-	tools, err := mcp.RegistryTools(r, patterns...)
-	if err != nil {
+	defer closeTools()
+	if tools, err = mcp.SelectTools(tools, patterns...); err != nil {
 		return fail(err)
 	}
 	srv, err := mcp.NewServer(tools, mcp.WithLogger(log))
@@ -81,18 +81,62 @@ Each <name>.wasm is loaded with the manifest <name>.json beside it, if any (the 
 	return exitOK
 }
 
-// loadTools loads what dir holds into the host: a directory of plugins, each with its
-// manifest. (A directory of agent files will load here too, through their plugins'
-// manifests, once Terrarium reads agent files.)
-func loadTools(ctx context.Context, h *host.Host, dir string) error {
-	plugins, err := h.LoadDir(ctx, dir)
+// loadTools loads the plugins dir names, with their grants, and returns their tools,
+// sorted by name, and what unloads them. A directory with agent files is a deployment
+// of them (the plugins their files load); any other is a directory of plugins and
+// manifests.
+func loadTools(ctx context.Context, dir string, log *slog.Logger) ([]agent.Tool, func(), error) {
+	yaml, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	yml, _ := filepath.Glob(filepath.Join(dir, "*.yml"))
+	if len(yaml)+len(yml) > 0 {
+		files, err := deploy.ReadDir(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		// Only the plugins' tools are served, so the agents' sessions are never used.
+		d, err := deploy.New(ctx, files, deploy.WithStore(store.NewMemory()), deploy.WithLogger(log))
+		if err != nil {
+			return nil, nil, err
+		}
+		var plugins []*host.Plugin
+		for _, a := range d.Agents() {
+			for _, name := range a.Plugins {
+				if p := d.Host().Plugin(name); p != nil && !slices.Contains(plugins, p) {
+					plugins = append(plugins, p)
+				}
+			}
+		}
+		return pluginTools(d.Registry(), plugins), func() { d.Close(context.Background()) }, nil
+	}
+
+	r := agent.NewRegistry()
+	h, err := host.New(r, host.WithLogger(log))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if len(plugins) == 0 {
-		return fmt.Errorf("%s holds no plugin (*.wasm)", dir)
+	plugins, err := h.LoadDir(ctx, dir)
+	if err == nil && len(plugins) == 0 {
+		err = fmt.Errorf("%s holds no agent file (*.yaml) and no plugin (*.wasm)", dir)
 	}
-	return nil
+	if err != nil {
+		h.Close(context.Background())
+		return nil, nil, err
+	}
+	return pluginTools(r, plugins), func() { h.Close(context.Background()) }, nil
+}
+
+// pluginTools returns the tools of plugins, registered in r, sorted by name.
+func pluginTools(r *agent.Registry, plugins []*host.Plugin) []agent.Tool {
+	var tools []agent.Tool
+	for _, p := range plugins {
+		for _, key := range p.Keys() {
+			if t, ok := r.Lookup(key).(agent.Tool); ok {
+				tools = append(tools, t)
+			}
+		}
+	}
+	slices.SortFunc(tools, func(a, b agent.Tool) int { return strings.Compare(a.Name(), b.Name()) })
+	return tools
 }
 
 // serveHTTP serves handler at mcpPath on addr until ctx is done, telling ready the

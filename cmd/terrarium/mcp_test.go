@@ -23,18 +23,6 @@ import (
 	"github.com/terrarium-ai/terrarium/mcp"
 )
 
-// mainEnv makes the test binary run the terrarium command (main) when set to 1, so
-// that tests can start it as a child process, as an MCP client starts a server.
-const mainEnv = "TERRARIUM_TEST_MAIN"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(mainEnv) == "1" {
-		main()
-		return
-	}
-	os.Exit(m.Run())
-}
-
 // pluginDir returns a directory of plugins as `terrarium mcp` takes it: calculator,
 // clock and a slow test plugin, the slow one with a manifest granting one instance
 // and an hour per call.
@@ -58,13 +46,12 @@ func pluginDir(t testing.TB) string {
 }
 
 // terrariumCommand is the terrarium command with args, as a child process.
-func terrariumCommand(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), mainEnv+"=1")
-	return cmd
+func terrariumCommand(t *testing.T, args ...string) *exec.Cmd {
+	return exec.Command(binary(t), args...)
 }
 
-// TestMCPCommand serves a plugin directory over stdio to the Go SDK's client.
+// TestMCPCommand serves a plugin directory, and a directory of agent files, over stdio
+// to the Go SDK's client.
 func TestMCPCommand(t *testing.T) {
 	dir := pluginDir(t)
 	for _, c := range []struct {
@@ -73,8 +60,10 @@ func TestMCPCommand(t *testing.T) {
 	}{
 		{[]string{"mcp", dir}, []string{"calculator_calc", "clock_now", "slow_wait"}},
 		{[]string{"mcp", "--tool", "calculator/*", dir}, []string{"calculator_calc"}},
+		// Agent files: the plugins they load, with the grants they give.
+		{[]string{"mcp", "../../examples/deploy"}, []string{"calculator_calc", "clock_now", "scratchpad_note", "scratchpad_notes"}},
 	} {
-		cmd := terrariumCommand(c.args...)
+		cmd := terrariumCommand(t, c.args...)
 		cmd.Stderr = io.Discard
 		cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
 			Connect(t.Context(), &mcpsdk.CommandTransport{Command: cmd}, nil)
@@ -119,14 +108,19 @@ func TestMCPCommandRefuses(t *testing.T) {
 		}
 		return d
 	}
+	badAgent := t.TempDir()
+	if err := os.WriteFile(filepath.Join(badAgent, "broken.yaml"), []byte("name: broken\ntools: [nope/nothing]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		args []string
 		code int
 		want string
 	}{
+		{"bad agent file", []string{"mcp", badAgent}, exitFailed, "broken.yaml"},
 		{"no argument", []string{"mcp"}, exitUsage, "want exactly one argument"},
-		{"empty dir", []string{"mcp", t.TempDir()}, exitFailed, "holds no plugin"},
+		{"empty dir", []string{"mcp", t.TempDir()}, exitFailed, "no agent file (*.yaml) and no plugin (*.wasm)"},
 		{"missing dir", []string{"mcp", filepath.Join(t.TempDir(), "nope")}, exitFailed, "no such file"},
 		{"pin", []string{"mcp", dir(`{"sha256": "` + strings.Repeat("0", 64) + `"}`)}, exitFailed, "the manifest pins 0000"},
 		{"unknown grant", []string{"mcp", dir(`{"stat": "write"}`)}, exitFailed, `unknown field "stat"`},
@@ -184,7 +178,6 @@ func TestMCPTypeScriptClient(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, node, append([]string{"client.mjs"}, args...)...)
 		cmd.Dir = npmDir
-		cmd.Env = append(os.Environ(), mainEnv+"=1")
 		cmd.WaitDelay = 10 * time.Second
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
@@ -227,7 +220,7 @@ func TestMCPTypeScriptClient(t *testing.T) {
 		}
 	}
 
-	check("stdio", client("stdio", os.Args[0], "mcp", dir))
+	check("stdio", client("stdio", binary(t), "mcp", dir))
 
 	ctx, cancel := context.WithCancel(t.Context())
 	pr, pw := io.Pipe()
@@ -306,7 +299,7 @@ func BenchmarkMCPToolCall(b *testing.B) {
 		}
 	}
 	bench("in-process", func(*testing.B) agent.Tool { return calc })
-	bench("mcp-stdio", connect(mcp.ServerConfig{Name: "t", Command: os.Args[0], Args: []string{"mcp", "--tool", "calculator/calc", dir},
-		Env: map[string]string{mainEnv: "1"}, Allow: []string{"calculator_calc"}}))
+	bench("mcp-stdio", connect(mcp.ServerConfig{Name: "t", Command: binary(b), Args: []string{"mcp", "--tool", "calculator/calc", dir},
+		Allow: []string{"calculator_calc"}}))
 	bench("mcp-http", connect(mcp.ServerConfig{Name: "t", URL: ts.URL, Allow: []string{"calculator_calc"}}))
 }
