@@ -163,8 +163,9 @@ func resultError(res *mcpsdk.CallToolResult) error {
 			texts = append(texts, t.Text)
 		}
 	}
-	if len(texts) == 0 {
+	text := strings.TrimSpace(strings.Join(texts, "\n"))
+	if text == "" {
 		return errors.New("the tool failed without saying why")
 	}
-	return errors.New(strings.Join(texts, "\n"))
+	return errors.New(text)
 }
