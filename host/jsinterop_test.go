@@ -41,7 +41,7 @@ type jsInteropSummary struct {
 // package, so it runs only with TERRARIUM_NPM_TESTS=1 (as .ci/run sets it); a registry
 // that cannot be reached then fails it.
 func TestExtismJSSDKRunsOurPlugins(t *testing.T) {
-	node, npm := testenv.NeedNPM(t)
+	dir, node := testenv.NPMInstall(t, filepath.Join("testdata", "jsinterop"))
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 
@@ -50,40 +50,14 @@ func TestExtismJSSDKRunsOurPlugins(t *testing.T) {
 		wasmPaths = append(wasmPaths, pluginbuild.ForTest(t, filepath.Join("..", "plugins", p)))
 	}
 
-	// A fresh copy of the script and its lock file, so that node_modules never lands in
-	// the repository tree.
-	dir := t.TempDir()
-	for _, name := range []string{"package.json", "package-lock.json", "interop.mjs"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "jsinterop", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run := func(name string, args ...string) (stdout, stderr []byte, err error) {
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "NO_UPDATE_NOTIFIER=1", "npm_config_update_notifier=false")
-		cmd.WaitDelay = 10 * time.Second
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err = cmd.Run()
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return o.Bytes(), e.Bytes(), err
-	}
-
+	cmd := exec.CommandContext(ctx, node, append([]string{"interop.mjs"}, wasmPaths...)...)
+	cmd.Dir = dir
+	cmd.WaitDelay = 10 * time.Second
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
 	start := time.Now()
-	if out, errOut, err := run(npm, "ci", "--no-audit", "--no-fund"); err != nil {
-		t.Fatalf("npm ci: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
-	}
-	t.Logf("npm ci: %v", time.Since(start).Round(time.Millisecond))
-
-	start = time.Now()
-	out, errOut, err := run(node, append([]string{"interop.mjs"}, wasmPaths...)...)
+	err := cmd.Run()
+	out, errOut := o.Bytes(), e.Bytes()
 	if err != nil {
 		t.Fatalf("node interop.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}

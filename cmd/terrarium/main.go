@@ -5,9 +5,11 @@
 //	terrarium plugin build <dir> [-o file.wasm]   build a Go plugin to .wasm (cached)
 //	terrarium plugin inspect <file.wasm> [--json] describe a plugin without loading it
 //	terrarium plugin test <file.wasm> [flags]     run the conformance suite
+//	terrarium mcp <dir> [--http addr]             serve plugins' tools to MCP clients
 //
-// It adds no logic of its own: it drives deploy, server, host/pluginbuild, host.Inspect
-// and host/conformance, as a Go program embedding Terrarium would.
+// It adds no logic of its own: it drives deploy, server, mcp, host/pluginbuild,
+// host.Inspect, host.LoadDir and host/conformance, as a Go program embedding Terrarium
+// would.
 package main
 
 import (
@@ -41,8 +43,9 @@ commands:
   plugin build <dir> [-o file.wasm]     build a Go plugin (GOOS=wasip1) to .wasm, cached
   plugin inspect <file.wasm> [--json]   show a plugin's descriptor, imports, exports, size and SHA-256
   plugin test <file.wasm> [flags]       check a plugin against Terrarium's conformance suite
+  mcp <dir> [--http host:port]          serve the tools of a plugin or agent-file directory to MCP clients
 
-Run "terrarium plugin <command> -h" for a command's flags.
+Run "terrarium plugin <command> -h" or "terrarium mcp -h" for a command's flags.
 `
 
 // run runs a command line and returns the exit status.
@@ -61,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serveCommand(ctx, args[1:], stdout, stderr)
 	case "chat":
 		return chatCommand(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "mcp":
+		return mcpServe(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "terrarium: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage

@@ -121,14 +121,9 @@ func (g *grants) register(fs *flag.FlagSet) {
 func (g *grants) build() (host.Manifest, error) {
 	var m host.Manifest
 	if g.manifest != "" {
-		data, err := os.ReadFile(g.manifest)
-		if err != nil {
+		var err error
+		if m, err = host.ReadManifest(g.manifest); err != nil {
 			return m, err
-		}
-		dec := json.NewDecoder(strings.NewReader(string(data)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&m); err != nil {
-			return m, fmt.Errorf("manifest %s: %w", g.manifest, err)
 		}
 	}
 	if g.state != "" {

@@ -44,7 +44,7 @@ var (
 
 // binary returns the path of the terrarium binary, built from this package once per
 // test run.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the terrarium binary and the example's plugins")

@@ -6,10 +6,13 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
+	"time"
 )
 
 // InCI reports whether the tests run in CI, where nothing may be skipped.
@@ -45,4 +48,42 @@ func NeedNPM(t testing.TB) (node, npm string) {
 	npm, err = exec.LookPath("npm")
 	Need(t, "npm on PATH", err)
 	return node, npm
+}
+
+// NPMInstall copies the files of the directory src (package.json, its lock file, the
+// scripts) into a fresh temporary directory, so that node_modules never lands in the
+// repository, and runs npm ci there. It skips or fails t as NeedNPM does, and returns
+// the directory and the path of node.
+func NPMInstall(t testing.TB, src string) (dir, node string) {
+	t.Helper()
+	node, npm := NeedNPM(t)
+	dir = t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "NO_UPDATE_NOTIFIER=1", "npm_config_update_notifier=false")
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in a copy of %s: %v\n%s", src, err, out)
+	}
+	t.Logf("npm ci (%s): %v", src, time.Since(start).Round(time.Millisecond))
+	return dir, node
 }

@@ -1,0 +1,57 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ReadManifest reads a manifest file: a Manifest in JSON. A field the Manifest does
+// not have is an error, so that a misspelt grant is not silently ignored.
+func ReadManifest(path string) (Manifest, error) {
+	var m Manifest
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return m, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return m, fmt.Errorf("manifest %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// LoadDir loads every plugin of a directory: each <name>.wasm, with the manifest
+// <name>.json beside it when there is one (none grants nothing beyond the defaults).
+// It stops at the first plugin that fails to load, leaving those loaded before it.
+func (h *Host) LoadDir(ctx context.Context, dir string) ([]*Plugin, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
+	if err != nil {
+		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	if len(files) == 0 {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+		}
+	}
+	var loaded []*Plugin
+	for _, file := range files {
+		m, err := ReadManifest(strings.TrimSuffix(file, ".wasm") + ".json")
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return loaded, fmt.Errorf("host: %w: %w", ErrLoad, err)
+		}
+		p, err := h.LoadFile(ctx, file, m)
+		if err != nil {
+			return loaded, err
+		}
+		loaded = append(loaded, p)
+	}
+	return loaded, nil
+}

@@ -1,0 +1,291 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/tracing"
+	"github.com/terrarium-ai/terrarium/internal/schema"
+)
+
+// ErrorMetaKey is the _meta key under which a tool result with isError carries the
+// error as an *abi.Error (code, message, HTTP status, Retry-After), so that a
+// Terrarium client gets back the error the tool returned, not only its text.
+const ErrorMetaKey = "terrarium/error"
+
+// Server serves agent tools to MCP clients. One Server serves any number of sessions:
+// connections over stdio, or HTTP clients.
+type Server struct {
+	sdk   *mcpsdk.Server
+	log   *slog.Logger
+	names []string // MCP names, sorted
+}
+
+// NewServer returns a server offering tools to MCP clients. An agent tool's name
+// becomes its MCP name with each "/" replaced by "_" ("calculator/calc" is served as
+// "calculator_calc"), since MCP tool names may hold only letters, digits, "_", "-" and
+// ".", and model providers' APIs take fewer still. It fails, naming the tool, if a
+// name cannot be served that way or is served twice, or if a tool's input schema is
+// not a valid JSON Schema of an object (MCP passes arguments as an object).
+func NewServer(tools []agent.Tool, opts ...Option) (*Server, error) {
+	o := newOptions(opts)
+	s := &Server{
+		sdk: mcpsdk.NewServer(&o.impl, &mcpsdk.ServerOptions{HasTools: true}),
+		log: o.log,
+	}
+	byName := map[string]string{}
+	for _, t := range tools {
+		def := t.Definition()
+		name := ToolName(def.Name)
+		if err := checkToolName(name); err != nil {
+			return nil, fmt.Errorf("mcp: tool %q: %w", def.Name, err)
+		}
+		if other, dup := byName[name]; dup {
+			return nil, fmt.Errorf("mcp: tools %q and %q are both served as %q", other, def.Name, name)
+		}
+		byName[name] = def.Name
+		in := def.InputSchema
+		if in == nil {
+			in = map[string]any{"type": "object"}
+		}
+		if in["type"] != "object" {
+			return nil, fmt.Errorf("mcp: tool %q: its input schema is of type %v, but MCP tools take an object", def.Name, in["type"])
+		}
+		v, err := schema.Compile(in)
+		if err != nil {
+			return nil, fmt.Errorf("mcp: tool %q: %w", def.Name, err)
+		}
+		mt := &mcpsdk.Tool{Name: name, Description: def.Description, InputSchema: in}
+		// MCP clients check structured content against the output schema, which the
+		// protocol wants to be an object's: a tool answering anything else is served
+		// without one, its output in the text content.
+		if def.OutputSchema["type"] == "object" {
+			mt.OutputSchema = def.OutputSchema
+		}
+		s.sdk.AddTool(mt, s.handler(t, v))
+		s.names = append(s.names, name)
+	}
+	slices.Sort(s.names)
+	return s, nil
+}
+
+// ToolName is the MCP name under which NewServer serves the agent tool named name.
+func ToolName(name string) string { return strings.ReplaceAll(name, "/", "_") }
+
+// checkToolName applies the MCP specification's rule for tool names.
+func checkToolName(name string) error {
+	if name == "" || len(name) > 128 {
+		return fmt.Errorf("MCP tool names have 1 to 128 characters, %q has %d", name, len(name))
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return fmt.Errorf("MCP tool names hold letters, digits, _, - and . only, not %q", r)
+		}
+	}
+	return nil
+}
+
+// ToolNames returns the MCP names of the tools served, sorted.
+func (s *Server) ToolNames() []string { return slices.Clone(s.names) }
+
+// Run serves one session over the transport (&mcpsdk.StdioTransport{} for stdio)
+// until the client disconnects or ctx is done.
+func (s *Server) Run(ctx context.Context, t mcpsdk.Transport) error {
+	err := s.sdk.Run(ctx, t)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("mcp: serving: %w", err)
+	}
+	return err
+}
+
+// Handler returns the streamable HTTP endpoint of the server, for any number of
+// clients. It refuses requests reaching a loopback address with another Host header
+// (DNS rebinding); authenticating clients is the job of the handler wrapping it.
+func (s *Server) Handler() http.Handler {
+	return mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s.sdk }, nil)
+}
+
+// handler runs tool t for a tools/call request. Bad input and every error of the tool
+// are tool execution errors (isError), which the specification reserves for what
+// the model can read and act on; cancellation by the client cancels the call.
+func (s *Server) handler(t agent.Tool, v *schema.Validator) mcpsdk.ToolHandler {
+	return func(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+		var input any = map[string]any{}
+		if args := req.Params.Arguments; len(args) > 0 && string(args) != "null" {
+			if err := json.Unmarshal(args, &input); err != nil {
+				return errorResult(abi.Errorf(abi.CodeInvalidInput, "the arguments are not JSON: %v", err)), nil
+			}
+		}
+		if err := v.Validate(input); err != nil {
+			return errorResult(abi.Errorf(abi.CodeInvalidInput, "%v", err)), nil
+		}
+		if token := req.Params.GetProgressToken(); token != nil {
+			ctx = agent.WithStatusFunc(ctx, s.progress(req.Session, token))
+		}
+		ctx, span := tracing.Start(ctx, t.Name(), tracing.Tool, input)
+		out, err := t.Run(ctx, input)
+		span.End(out, err)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err() // the client cancelled: it expects no answer
+			}
+			return errorResult(err), nil
+		}
+		res, err := toolResult(out)
+		if err != nil {
+			return errorResult(fmt.Errorf("tool %s: %w", t.Name(), err)), nil
+		}
+		return res, nil
+	}
+}
+
+// progress turns the status reports of a call into MCP progress notifications for
+// the request's progress token. A report with a numeric "progress" (and optionally
+// "total" and "message") says where it is; any other report counts as one step, its
+// JSON the message. Progress must increase, so a report that would not is a step.
+func (s *Server) progress(ss *mcpsdk.ServerSession, token any) agent.StatusFunc {
+	var mu sync.Mutex
+	var last float64
+	return func(ctx context.Context, status json.RawMessage) error {
+		var r struct {
+			Progress *float64 `json:"progress"`
+			Total    float64  `json:"total"`
+			Message  *string  `json:"message"`
+		}
+		p := &mcpsdk.ProgressNotificationParams{ProgressToken: token}
+		if json.Unmarshal(status, &r) == nil && r.Progress != nil {
+			p.Progress, p.Total = *r.Progress, r.Total
+		}
+		if r.Message != nil {
+			p.Message = *r.Message
+		} else if r.Progress == nil {
+			p.Message = string(status)
+		}
+		mu.Lock()
+		if p.Progress <= last {
+			p.Progress = last + 1
+		}
+		last = p.Progress
+		err := ss.NotifyProgress(ctx, p)
+		mu.Unlock()
+		if err != nil {
+			// Progress is informative: the tool goes on without it.
+			s.log.DebugContext(ctx, "mcp: progress notification not sent", "error", err)
+		}
+		return nil
+	}
+}
+
+// errorResult is a tool execution error: the error's text for the model, and the
+// error as an *abi.Error in _meta. A tool's (or plugin's) own *abi.Error is reported
+// as the tool reported it, without the wrapping that names where it came from.
+func errorResult(err error) *mcpsdk.CallToolResult {
+	var e *abi.Error
+	var ie *agent.InterruptError
+	switch {
+	case errors.As(err, &ie):
+		md, _ := json.Marshal(ie.Metadata)
+		e = abi.Errorf(abi.CodePermissionDenied, "the tool needs outside input before it runs (an approval or an answer), which MCP cannot carry: %s", md)
+	case errors.As(err, &e):
+	case errors.Is(err, agent.ErrInvalidToolInput):
+		e = &abi.Error{Code: abi.CodeInvalidInput, Message: err.Error()}
+	default:
+		e = &abi.Error{Code: abi.CodeInternal, Message: err.Error()}
+	}
+	return &mcpsdk.CallToolResult{
+		Meta:    mcpsdk.Meta{ErrorMetaKey: e},
+		Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: e.Error()}},
+		IsError: true,
+	}
+}
+
+// match returns the names matching one of patterns (path.Match syntax), in the order
+// of names. A pattern that is malformed or matches no name is an error naming it: a
+// mistyped name should not silently select nothing.
+func match(names, patterns []string, what string) ([]string, error) {
+	var out []string
+	for _, p := range patterns {
+		matched := false
+		for _, n := range names {
+			ok, err := path.Match(p, n)
+			if err != nil {
+				return nil, fmt.Errorf("mcp: %s %q: %w", what, p, err)
+			}
+			if ok {
+				matched = true
+				if !slices.Contains(out, n) {
+					out = append(out, n)
+				}
+			}
+		}
+		if !matched {
+			return nil, fmt.Errorf("mcp: %s %q matches none of %s", what, p, quoted(names))
+		}
+	}
+	return out, nil
+}
+
+// SelectTools returns the tools whose names match one of the patterns (path.Match
+// syntax: "calculator/*"), or all of them for none, in their order. A pattern matching
+// no tool is an error.
+func SelectTools(tools []agent.Tool, patterns ...string) ([]agent.Tool, error) {
+	if len(patterns) == 0 {
+		return tools, nil
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name()
+	}
+	selected, err := match(names, patterns, "tool pattern")
+	if err != nil {
+		return nil, err
+	}
+	var out []agent.Tool
+	for _, t := range tools {
+		if slices.Contains(selected, t.Name()) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// RegistryTools returns the tools registered in r, sorted by name, selected by patterns
+// as SelectTools selects them.
+func RegistryTools(r *agent.Registry, patterns ...string) ([]agent.Tool, error) {
+	var tools []agent.Tool
+	for _, d := range r.Actions() {
+		if d.Type != agent.ActionTypeTool {
+			continue
+		}
+		t, err := r.LookupTool(d.Name)
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, t)
+	}
+	return SelectTools(tools, patterns...)
+}
+
+func quoted(names []string) string {
+	if len(names) == 0 {
+		return "no names"
+	}
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
