@@ -267,11 +267,7 @@ func (l *local) connect(ctx context.Context, sessionID, snapshotID string) (sess
 }
 
 func (l *local) snapshots(ctx context.Context, id string) ([]*deploy.Snapshot, error) {
-	st := l.a.Flow().SnapshotStore()
-	if st == nil {
-		return nil, fmt.Errorf("agent %s keeps no snapshots", l.a.Name)
-	}
-	return st.ListSnapshots(ctx, id)
+	return l.a.Snapshots(ctx, id)
 }
 
 func (l *local) release(_ context.Context, conn session.AnyConnection) error {
