@@ -344,3 +344,54 @@ func TestAgentWithoutSnapshotsHasNone(t *testing.T) {
 		}
 	}
 }
+
+// TestTravelExample runs the example's routed agent file, its model a plugin built
+// from the example, through the conversation of the Go example.
+func TestTravelExample(t *testing.T) {
+	files, err := deploy.ReadDir("../examples/travel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := deploy.New(t.Context(), files, deploy.WithDataDir(t.TempDir()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	a, err := d.Agent("travel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(a.Routes, ",") != "flight,hotel" || strings.Join(a.Plugins, ",") != "travel" {
+		t.Errorf("agent %+v", a)
+	}
+	conn, err := a.Flow().ConnectAny(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, turn := range []struct{ say, answer, route, step string }{
+		{"I'd like to fly to Lisbon", "Noted. Now tell me the day of departure.", "flight", "ask_date"},
+		{"Actually, I changed my mind: find me a hotel in Porto instead", "Noted. Now tell me the number of nights.", "hotel", "ask_nights"},
+		{"3 nights", "", "hotel", routes.EndRouteID},
+		{"Now back to my flight", "Noted. Now tell me the day of departure.", "flight", "ask_date"},
+		{"On 2025-07-14", "Noted. Now tell me the number of passengers.", "flight", "ask_passengers"},
+		{"2 passengers", "", "flight", routes.EndRouteID},
+	} {
+		answer, status, err := routedTurn(t, conn, turn.say)
+		if err != nil || answer != turn.answer || status.Route != turn.route || status.Step != turn.step {
+			t.Errorf("%q: %q %+v %v; want %q at %s/%s", turn.say, answer, status, err, turn.answer, turn.route, turn.step)
+		}
+	}
+	conn.Close()
+	out, err := conn.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st routes.State
+	if err := json.Unmarshal(out.State.Custom, &st); err != nil {
+		t.Fatal(err)
+	}
+	flight, hotel := st.DataFor("flight"), st.DataFor("hotel")
+	if flight["destination"] != "Lisbon" || flight["departureDate"] != "2025-07-14" || flight["passengers"] != float64(2) || hotel["city"] != "Porto" || hotel["nights"] != float64(3) {
+		t.Errorf("booked %v and %v", flight, hotel)
+	}
+}
