@@ -485,3 +485,29 @@ func TestWebPageInChromium(t *testing.T) {
 	}
 	t.Logf("screenshot: %s", shot)
 }
+
+// TestRoutedAgentPageInChromium drives the page with the travel example's routed
+// agent: the route and step show after each turn, and after a resume.
+func TestRoutedAgentPageInChromium(t *testing.T) {
+	dir := clients(t)
+	chromium := need(t, "chromium")
+	s := startServe(t, "-data", t.TempDir(), travelExample)
+	shots := os.Getenv("TERRARIUM_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	shot := filepath.Join(shots, "chat-page-routed.png")
+	var got struct {
+		Description string
+		Answer      string
+		Status      string
+		Resumed     []string
+		Errors      []string
+	}
+	node(t, dir, "page-routed.mjs", &got, s.url+"/", shot, chromium)
+	if !strings.HasSuffix(got.Description, "Routes: flight, hotel.") || !strings.Contains(got.Status, "route flight · step ask_date") ||
+		strings.Join(got.Resumed, "|") != "route flight · step ask_date" || len(got.Errors) != 0 {
+		t.Errorf("page: %+v", got)
+	}
+	t.Logf("screenshot: %s", shot)
+}
