@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -393,5 +394,27 @@ func TestTravelExample(t *testing.T) {
 	flight, hotel := st.DataFor("flight"), st.DataFor("hotel")
 	if flight["destination"] != "Lisbon" || flight["departureDate"] != "2025-07-14" || flight["passengers"] != float64(2) || hotel["city"] != "Porto" || hotel["nights"] != float64(3) {
 		t.Errorf("booked %v and %v", flight, hotel)
+	}
+}
+
+// TestServingGuideRoutedAgentParses keeps the routed agent file docs/serving.md shows
+// true to the format: every key it writes is one the decoder knows.
+func TestServingGuideRoutedAgentParses(t *testing.T) {
+	guide, err := os.ReadFile("../docs/serving.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start = "```yaml\n# examples/travel/travel.yaml, shortened\n"
+	_, rest, ok := strings.Cut(string(guide), start)
+	src, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatalf("docs/serving.md has no block starting %q", start)
+	}
+	f, err := deploy.Parse("docs/serving.md", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Routed() || len(f.Routes) != 1 || len(f.Routes[0].Steps) != 3 {
+		t.Errorf("parsed %+v", f.Definition)
 	}
 }
