@@ -305,10 +305,14 @@ func (d *Deployment) define(f *File) (*Agent, error) {
 	if d.reg.Lookup(agent.Key(agent.ActionTypeSessionFlow, f.Name)) != nil {
 		return nil, f.errorf("name", "a session flow named %q is already defined", f.Name)
 	}
+	define := d.definePrompted
 	if f.Routed() {
-		return a, d.defineRouted(f, a)
+		define = d.defineRouted
 	}
-	return a, d.definePrompted(f, a)
+	if err := define(f, a); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // generateOpts are what the agent's model calls are made with: the model, its

@@ -332,8 +332,12 @@ func (f *File) check() error {
 	return nil
 }
 
-// promptKeys are the keys only a prompt agent has.
-var promptKeys = []string{"prompt", "tools", "handlers"}
+// promptKeys are the keys only a prompt agent has, with why a routed agent has none.
+var promptKeys = []struct{ key, why string }{
+	{"prompt", "its identity, guidelines, routes and steps instruct its model"},
+	{"tools", "its tools are those of its domains, capabilities, guidelines and steps"},
+	{"handlers", "its turns run no handlers"},
+}
 
 // checkKind refuses a file that is both a prompt agent and a routed agent, naming a
 // key of each.
@@ -343,10 +347,10 @@ func (f *File) checkKind() error {
 		return nil
 	}
 	given := map[string]bool{"prompt": f.Prompt != "", "tools": len(f.Tools) > 0, "handlers": len(f.Handlers) > 0}
-	for _, key := range promptKeys {
-		if given[key] {
-			return f.errorf(key, "a routed agent (it has %s, line %d) has no %s: its definition (identity, guidelines, routes, steps and their tools) is its prompt; make it a prompt agent or a routed agent, not both",
-				routed[0], f.Line(routed[0]), key)
+	for _, k := range promptKeys {
+		if given[k.key] {
+			return f.errorf(k.key, "a routed agent (it has %s, line %d) has no %s: %s; write a prompt agent or a routed agent, not both",
+				routed[0], f.Line(routed[0]), k.key, k.why)
 		}
 	}
 	return nil
