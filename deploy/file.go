@@ -272,7 +272,7 @@ func Parse(path string, data []byte) (*File, error) {
 	walk(astFile.Docs[0].Body, "", lines, byLine)
 
 	f := &File{Path: path, lines: lines}
-	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict()).Decode(f); err != nil {
+	if err := decodeStrict(data, f); err != nil {
 		return nil, yamlError(path, byLine, err)
 	}
 	f.Path, f.lines = path, lines
@@ -280,6 +280,18 @@ func Parse(path string, data []byte) (*File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// decodeStrict decodes an agent file into f, refusing unknown keys. The decoder panics
+// on some malformed files (a tag on a value decoded into a list, goccy/go-yaml 1.18 to
+// 1.19): that is a bad file too, not a crash.
+func decodeStrict(data []byte, f *File) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the YAML decoder failed: %v", p)
+		}
+	}()
+	return yaml.NewDecoder(bytes.NewReader(data), yaml.Strict()).Decode(f)
 }
 
 // check checks what can be checked in the file alone.
