@@ -453,9 +453,10 @@ func (d *Deployment) checkNames(f *File, tools []toolRef, mine map[string]bool) 
 			return err
 		}
 	}
+	routed := f.Routed()
 	for _, t := range tools {
 		b, isBuiltin := builtin(t.name)
-		if isBuiltin && f.Routed() {
+		if isBuiltin && routed {
 			// Its interrupt would end a routed turn, which has nothing to resume.
 			return f.errorf(t.path, "%s waits for the user's answer, which a routed agent's turn cannot: let a step ask the user instead", t.name)
 		}
