@@ -458,6 +458,16 @@ func TestWebSocketClientInAnotherProcess(t *testing.T) {
 	}
 }
 
+// screenshot returns where a page test writes its screenshot: in
+// $TERRARIUM_SCREENSHOTS, or the test's temporary directory.
+func screenshot(t *testing.T, name string) string {
+	dir := os.Getenv("TERRARIUM_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	return filepath.Join(dir, name)
+}
+
 // TestWebPageInChromium drives the page in a headless Chromium: a streamed answer and
 // an interrupt answered in the page. The screenshot lands in $TERRARIUM_SCREENSHOTS,
 // or the test's temporary directory.
@@ -465,11 +475,7 @@ func TestWebPageInChromium(t *testing.T) {
 	dir := clients(t)
 	chromium := need(t, "chromium")
 	s := sharedServe(t)
-	shots := os.Getenv("TERRARIUM_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
-	shot := filepath.Join(shots, "chat-page.png")
+	shot := screenshot(t, "chat-page.png")
 	var got struct {
 		Session   string
 		Answer    string
@@ -492,11 +498,7 @@ func TestRoutedAgentPageInChromium(t *testing.T) {
 	dir := clients(t)
 	chromium := need(t, "chromium")
 	s := startServe(t, "-data", t.TempDir(), travelExample)
-	shots := os.Getenv("TERRARIUM_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
-	shot := filepath.Join(shots, "chat-page-routed.png")
+	shot := screenshot(t, "chat-page-routed.png")
 	var got struct {
 		Description string
 		Answer      string

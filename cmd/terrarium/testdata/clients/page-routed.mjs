@@ -2,14 +2,10 @@
 // beside it, the route and step after each turn, and a resumed snapshot showing where
 // its conversation stood. Writes a screenshot.
 // usage: node page-routed.mjs <server URL> <screenshot.png> <chromium>
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 
 const [url, screenshot, executablePath] = process.argv.slice(2);
-const browser = await chromium.launch({
-  executablePath,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch(executablePath);
 try {
   const page = await browser.newPage();
   const errors = [];
