@@ -27,15 +27,12 @@ import (
 	"github.com/terrarium-ai/terrarium/store/badgerstore"
 )
 
-// Status is what the agents of agent files stream besides generation: any JSON their
-// tools and handlers report.
-type Status = json.RawMessage
-
-// State is the custom state of the sessions of agent files: what their plugins keep.
-type State = map[string]any
-
-// Snapshot is a snapshot of a session of an agent file.
-type Snapshot = session.SessionSnapshot[State]
+// The types of a prompt agent's session flow: its status is any JSON its tools and
+// handlers report, its custom state what its plugins keep.
+type (
+	promptStatus = json.RawMessage
+	promptState  = map[string]any
+)
 
 // Deployment is what a set of agent files defines: their plugins loaded with the
 // grants the files give them, and one session flow per agent, in one registry. It is
@@ -54,26 +51,6 @@ type Deployment struct {
 	// defined lists the registry keys the deployment defined (agents, their snapshot
 	// actions, prompts, built-in tools), which Close removes.
 	defined []string
-}
-
-// Agent is one agent of a deployment.
-type Agent struct {
-	// Name is the agent's name, and its session flow's.
-	Name        string
-	Description string
-	// File is the agent file that defines it.
-	File string
-	// Model is the model its turns use ("" when the prompt names it).
-	Model string
-	// Tools are the tools offered to its model.
-	Tools []string
-	// Plugins are the names of the plugins its file loads.
-	Plugins []string
-	// SnapshotStore is where its sessions are kept: badger, memory or none.
-	SnapshotStore string
-
-	flow  *session.SessionFlow[Status, State]
-	store store.Store // nil without snapshots
 }
 
 type loadedPlugin struct {
@@ -308,11 +285,40 @@ func (d *Deployment) define(f *File) (*Agent, error) {
 	for _, spec := range f.Plugins {
 		mine[d.plugins[f.Resolve(spec.Path)].plugin.Name()] = true
 	}
-	if err := d.checkNames(f, mine); err != nil {
+	tools := f.tools()
+	if err := d.checkNames(f, tools, mine); err != nil {
 		return nil, err
 	}
-	var common []agent.CommonOption
-	common = append(common, agent.WithMiddleware(d.meter.middleware(d.pluginOf)))
+	a := &Agent{Name: f.Name, Description: f.Description, File: f.Path, Model: f.Model.Name,
+		Plugins: slices.Sorted(maps.Keys(mine)), SnapshotStore: f.SnapshotStore()}
+	for _, t := range tools {
+		if !slices.Contains(a.Tools, t.name) {
+			a.Tools = append(a.Tools, t.name)
+		}
+	}
+	switch a.SnapshotStore {
+	case StoreBadger:
+		a.store = d.disk
+	case StoreMemory:
+		a.store = d.memory
+	}
+	if d.reg.Lookup(agent.Key(agent.ActionTypeSessionFlow, f.Name)) != nil {
+		return nil, f.errorf("name", "a session flow named %q is already defined", f.Name)
+	}
+	define := d.definePrompted
+	if f.Routed() {
+		define = d.defineRouted
+	}
+	if err := define(f, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// generateOpts are what the agent's model calls are made with: the model, its
+// config, retries and backups, the metrics.
+func (d *Deployment) generateOpts(f *File) []agent.CommonOption {
+	common := []agent.CommonOption{agent.WithMiddleware(d.meter.middleware(d.pluginOf))}
 	if f.Model.Name != "" {
 		common = append(common, agent.WithModelName(f.Model.Name))
 	}
@@ -327,19 +333,43 @@ func (d *Deployment) define(f *File) (*Agent, error) {
 		common = append(common, agent.WithMiddleware(agent.Reliable(d.reg, agent.Reliability{
 			Retries: retries, Timeout: f.Model.Timeout, Backups: f.Model.Backups})))
 	}
-	if len(f.Tools) > 0 {
-		common = append(common, agent.WithToolNames(f.Tools...))
-	}
 	if f.MaxTurns > 0 {
 		common = append(common, agent.WithMaxTurns(f.MaxTurns))
 	}
-	opts := []session.AgentOption[State]{session.WithGenerateOpts[State](common...)}
+	return common
+}
+
+// snapshotOpts keep the agent's sessions in st (none when st is nil), when the file
+// says.
+func snapshotOpts[State any](f *File, st store.Store) []session.FlowOption[State] {
+	if st == nil {
+		return nil
+	}
+	opts := []session.FlowOption[State]{session.WithSnapshotStore(session.NewSnapshotStore[State](st, session.WithNamespace(f.Name)))}
+	if len(f.Snapshots.On) > 0 {
+		events := make([]session.SnapshotEvent, len(f.Snapshots.On))
+		for i, e := range f.Snapshots.On {
+			events[i] = session.SnapshotEvent(e)
+		}
+		opts = append(opts, session.WithSnapshotCallback(session.SnapshotOn[State](events...)))
+	}
+	return opts
+}
+
+// definePrompted defines a prompt agent: session.DefineAgent with the file's prompt,
+// tools and handlers.
+func (d *Deployment) definePrompted(f *File, a *Agent) error {
+	common := d.generateOpts(f)
+	if len(f.Tools) > 0 {
+		common = append(common, agent.WithToolNames(f.Tools...))
+	}
+	opts := []session.AgentOption[promptState]{session.WithGenerateOpts[promptState](common...)}
 	if f.Prompt != "" {
 		p, err := d.parsePrompt(f)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		opts = append(opts, session.WithBasePrompt[State, any](p, nil))
+		opts = append(opts, session.WithBasePrompt[promptState, any](p, nil))
 	}
 	var handlers []agent.Handler
 	for _, name := range f.Handlers {
@@ -347,50 +377,30 @@ func (d *Deployment) define(f *File) (*Agent, error) {
 		handlers = append(handlers, d.meter.handler(h, d.pluginOf(name)))
 	}
 	if len(handlers) > 0 {
-		opts = append(opts, session.WithHandlers[State](handlers...))
+		opts = append(opts, session.WithHandlers[promptState](handlers...))
 	}
-	a := &Agent{Name: f.Name, Description: f.Description, File: f.Path, Model: f.Model.Name,
-		Tools: slices.Clone(f.Tools), Plugins: slices.Sorted(maps.Keys(mine)), SnapshotStore: f.SnapshotStore()}
-	switch a.SnapshotStore {
-	case StoreBadger:
-		a.store = d.disk
-	case StoreMemory:
-		a.store = d.memory
+	for _, o := range snapshotOpts[promptState](f, a.store) {
+		opts = append(opts, o)
 	}
-	if a.store != nil {
-		opts = append(opts, session.WithSnapshotStore(session.NewSnapshotStore[State](a.store, session.WithNamespace(a.Name))))
-		if len(f.Snapshots.On) > 0 {
-			events := make([]session.SnapshotEvent, len(f.Snapshots.On))
-			for i, e := range f.Snapshots.On {
-				events[i] = session.SnapshotEvent(e)
-			}
-			opts = append(opts, session.WithSnapshotCallback(session.SnapshotOn[State](events...)))
-		}
-	}
-	if d.reg.Lookup(agent.Key(agent.ActionTypeSessionFlow, f.Name)) != nil {
-		return nil, f.errorf("name", "a session flow named %q is already defined", f.Name)
-	}
-	flow, err := defineAgent(d.reg, f.Name, opts)
+	flow, err := recovered(func() *session.SessionFlow[promptStatus, promptState] {
+		return session.DefineAgent[promptStatus, promptState](d.reg, f.Name, opts...)
+	})
 	if err != nil {
-		return nil, f.wrap("prompt", err)
+		return f.wrap("prompt", err)
 	}
-	d.defined = append(d.defined, flow.Desc().Key)
-	for _, sa := range flow.SnapshotActions() {
-		d.defined = append(d.defined, sa.Desc().Key)
-	}
-	a.flow = flow
-	return a, nil
+	bind(d, a, flow)
+	return nil
 }
 
-// defineAgent is session.DefineAgent returning its panic (an invalid prompt, say) as an
-// error.
-func defineAgent(r *agent.Registry, name string, opts []session.AgentOption[State]) (flow *session.SessionFlow[Status, State], err error) {
+// recovered returns what define returns, or its panic (an invalid prompt, say) as an
+// error: the Define functions panic on a definition that is wrong from the start.
+func recovered[T any](define func() T) (v T, err error) {
 	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("%v", v)
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
 		}
 	}()
-	return session.DefineAgent[Status, State](r, name, opts...), nil
+	return define(), nil
 }
 
 // parsePrompt parses the file's prompt, registered under the agent's name.
@@ -418,7 +428,7 @@ func (d *Deployment) registerPrompt(f *File, where string, src []byte) (*prompt.
 // checkNames checks that the models, tools and handlers a file names exist, and that
 // those coming from plugins come from plugins the file itself loads: an agent's
 // plugins are granted what its own file says.
-func (d *Deployment) checkNames(f *File, mine map[string]bool) error {
+func (d *Deployment) checkNames(f *File, tools []toolRef, mine map[string]bool) error {
 	check := func(path, kind, name string, exists bool) error {
 		if !exists {
 			return f.errorf(path, "no %s named %q is registered (loaded plugins: %s)", kind, name, d.pluginNames())
@@ -443,17 +453,21 @@ func (d *Deployment) checkNames(f *File, mine map[string]bool) error {
 			return err
 		}
 	}
-	for i, name := range f.Tools {
-		if _, err := d.reg.LookupTool(name); err != nil {
-			if b, ok := builtin(name); ok {
-				if err := d.reg.Register(b); err != nil {
-					return f.wrap(fmt.Sprintf("tools[%d]", i), err)
-				}
-				d.defined = append(d.defined, b.Desc().Key)
-			}
+	routed := f.Routed()
+	for _, t := range tools {
+		b, isBuiltin := builtin(t.name)
+		if isBuiltin && routed {
+			// Its interrupt would end a routed turn, which has nothing to resume.
+			return f.errorf(t.path, "%s waits for the user's answer, which a routed agent's turn cannot: let a step ask the user instead", t.name)
 		}
-		_, err := d.reg.LookupTool(name)
-		if err := check(fmt.Sprintf("tools[%d]", i), "tool", name, err == nil); err != nil {
+		if _, err := d.reg.LookupTool(t.name); err != nil && isBuiltin {
+			if err := d.reg.Register(b); err != nil {
+				return f.wrap(t.path, err)
+			}
+			d.defined = append(d.defined, b.Desc().Key)
+		}
+		_, err := d.reg.LookupTool(t.name)
+		if err := check(t.path, "tool", t.name, err == nil); err != nil {
 			return err
 		}
 	}
@@ -539,38 +553,4 @@ func (d *Deployment) Close(ctx context.Context) error {
 		errs = append(errs, d.disk.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// Flow returns the agent's session flow.
-func (a *Agent) Flow() *session.SessionFlow[Status, State] { return a.flow }
-
-// ServerManaged reports whether the agent keeps its sessions (a snapshot store), so
-// that clients resume them by ID, rather than keeping their state themselves.
-func (a *Agent) ServerManaged() bool { return a.store != nil }
-
-// Sessions lists the IDs of the sessions the agent keeps.
-func (a *Agent) Sessions(ctx context.Context) ([]string, error) {
-	if a.store == nil {
-		return nil, fmt.Errorf("deploy: agent %q: %w", a.Name, session.ErrNoSnapshotStore)
-	}
-	l, ok := a.store.(store.SessionLister)
-	if !ok {
-		return nil, fmt.Errorf("deploy: agent %q: its store (%T) cannot list sessions", a.Name, a.store)
-	}
-	return l.Sessions(ctx, a.Name)
-}
-
-// HasSession reports whether the agent keeps a session with this ID.
-func (a *Agent) HasSession(ctx context.Context, id string) (bool, error) {
-	if a.store == nil {
-		return false, nil
-	}
-	if err := store.CheckNames(id); err != nil {
-		return false, nil
-	}
-	_, err := a.store.Head(ctx, a.Name, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
 }

@@ -150,6 +150,10 @@ func TestDeploymentErrorsNameFileLineAndField(t *testing.T) {
 			"a.yaml": "name: a\nmodel: {name: offline/echo}\nsnapshots: {store: none}\nplugins:\n" + offline + calculator,
 			"b.yaml": "name: b\nmodel: {name: offline/echo}\nsnapshots: {store: none}\ntools: [calculator/calc]\nplugins:\n" + offline},
 			`b.yaml:4: tools[0]: tool "calculator/calc" comes from plugin calculator, which this file does not load`},
+		{"routed agent's tool of a plugin of another file", map[string]string{
+			"a.yaml": "name: a\nmodel: {name: offline/echo}\nsnapshots: {store: none}\nplugins:\n" + offline + calculator,
+			"b.yaml": "name: b\nmodel: {name: offline/echo}\nsnapshots: {store: none}\ndomains:\n  math: [calculator/calc]\nplugins:\n" + offline},
+			`b.yaml:5: domains.math[0]: tool "calculator/calc" comes from plugin calculator, which this file does not load`},
 		{"two grants for one plugin", map[string]string{
 			"a.yaml": "name: a\nmodel: {name: offline/echo}\nsnapshots: {store: none}\nplugins:\n" + offline,
 			"b.yaml": "name: b\nmodel: {name: offline/echo}\nsnapshots: {store: none}\nplugins:\n" + strings.TrimSuffix(offline, "\n") + "\n    grants: {timeout: 1s}\n"},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,11 +18,16 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/terrarium-ai/terrarium/agent/routes"
 	"github.com/terrarium-ai/terrarium/host"
 )
 
 // File is an agent file: one agent, as an operator writes it in YAML. Every key is
 // checked: an unknown one is an error naming its file and line.
+//
+// An agent is a prompt agent (session.DefineAgent: a prompt, tools and handlers) or a
+// routed agent (seed 002's conversations, package agent/routes: routes, steps,
+// guidelines, terms...), never both. A prompt agent:
 //
 //	name: assistant
 //	description: A helpful assistant.
@@ -41,27 +47,53 @@ import (
 //	snapshots:
 //	  store: badger                      # badger (the default), memory or none
 //	  on: [turnEnd, invocationEnd]
+//
+// A routed agent has the keys of routes.Definition instead of prompt, tools and
+// handlers; its model, plugins and snapshots are given as a prompt agent's:
+//
+//	name: travel
+//	model: {name: travel/rules}
+//	identity: I am Skye, a travel agent.
+//	guidelines:
+//	  - action: Confirm what you understood before asking the next question.
+//	routes:
+//	  - id: flight
+//	    title: Book a flight
+//	    conditions: [The traveller wants to fly somewhere]
+//	    schema: {type: object, properties: {destination: {type: string}}}
+//	    steps:
+//	      - {id: ask_destination, prompt: Ask the destination, collect: [destination], skipIf: destination != nil}
+//	plugins:
+//	  - path: model
 type File struct {
 	// Path is where the file was read from; relative paths inside it are relative to
 	// its directory.
 	Path string `yaml:"-"`
 
-	// Name names the agent: its session flow is /session-flow/<name>, and the server
-	// serves it under this name. Letters, digits, '.', '_' and '-'.
-	Name        string `yaml:"name"`
-	Description string `yaml:"description,omitempty"`
+	// Definition holds the agent's name and description and, for a routed agent, the
+	// rest of seed 002's definition (routes.Definition's keys at the top of the file:
+	// identity, goal, context, composition, responses, terms, guidelines,
+	// capabilities, domains, routes, routingMargin, minRouteScore). The name names the
+	// agent: its session flow is /session-flow/<name>, and the server serves it under
+	// this name; letters, digits, '.', '_' and '-'.
+	routes.Definition `yaml:",inline"`
+
 	// Model is the model every turn uses; it overrides the prompt's.
 	Model Model `yaml:"model,omitempty"`
-	// Prompt is the agent's base prompt: the path of a .prompt file (a single line
-	// ending in .prompt) or Dotprompt source, rendered every turn from the session's
-	// prompt input and state.
+	// Prompt is a prompt agent's base prompt: the path of a .prompt file (a single
+	// line ending in .prompt) or Dotprompt source, rendered every turn from the
+	// session's prompt input and state. A routed agent has none: its definition makes
+	// its instructions.
 	Prompt string `yaml:"prompt,omitempty"`
 	// MaxTurns bounds the rounds of tool calls in one turn (default 5).
 	MaxTurns int `yaml:"maxTurns,omitempty"`
-	// Tools are the tools offered to the model, by registered name: the plugins'
-	// ("calculator/calc"), Terrarium's own (see Builtins) or the application's.
+	// Tools are the tools offered to a prompt agent's model, by registered name: the
+	// plugins' ("calculator/calc"), Terrarium's own (see Builtins) or the
+	// application's. A routed agent's tools are in its domains, capabilities,
+	// guidelines and steps.
 	Tools []string `yaml:"tools,omitempty"`
-	// Handlers run at the points of every turn, in order, by registered name.
+	// Handlers run at the points of every turn of a prompt agent, in order, by
+	// registered name.
 	Handlers []string `yaml:"handlers,omitempty"`
 	// Plugins are the plugins this agent's models, tools and handlers come from, with
 	// what each is granted.
@@ -69,9 +101,6 @@ type File struct {
 	// Snapshots says where and when the agent's sessions are kept.
 	Snapshots Snapshots `yaml:"snapshots,omitempty"`
 
-	// Routes is reserved for routed conversations (seed 002): giving it is an error
-	// until they are supported.
-	Routes any `yaml:"routes,omitempty"`
 	// Tenants is reserved for tenants: giving it is an error until they are supported.
 	Tenants any `yaml:"tenants,omitempty"`
 
@@ -243,7 +272,7 @@ func Parse(path string, data []byte) (*File, error) {
 	walk(astFile.Docs[0].Body, "", lines, byLine)
 
 	f := &File{Path: path, lines: lines}
-	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict()).Decode(f); err != nil {
+	if err := decodeStrict(data, f); err != nil {
 		return nil, yamlError(path, byLine, err)
 	}
 	f.Path, f.lines = path, lines
@@ -253,6 +282,18 @@ func Parse(path string, data []byte) (*File, error) {
 	return f, nil
 }
 
+// decodeStrict decodes an agent file into f, refusing unknown keys. The decoder panics
+// on some malformed files (a tag on a value decoded into a list, goccy/go-yaml 1.18 to
+// 1.19): that is a bad file too, not a crash.
+func decodeStrict(data []byte, f *File) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the YAML decoder failed: %v", p)
+		}
+	}()
+	return yaml.NewDecoder(bytes.NewReader(data), yaml.Strict()).Decode(f)
+}
+
 // check checks what can be checked in the file alone.
 func (f *File) check() error {
 	switch {
@@ -260,6 +301,8 @@ func (f *File) check() error {
 		return f.errorf("name", "missing: every agent has a name")
 	case !agentName.MatchString(f.Name):
 		return f.errorf("name", "%q: want letters, digits, '.', '_' or '-', at most 64", f.Name)
+	case f.Model.Name == "" && f.Routed():
+		return f.errorf("model.name", "missing: a routed agent's model is named here")
 	case f.Model.Name == "" && f.Prompt == "":
 		return f.errorf("model.name", "missing: name the model here or in the prompt")
 	case f.Model.Retries < 0:
@@ -268,10 +311,11 @@ func (f *File) check() error {
 		return f.errorf("model.timeout", "%v: want a positive duration", f.Model.Timeout)
 	case f.MaxTurns < 0:
 		return f.errorf("maxTurns", "%d: want 1 or more", f.MaxTurns)
-	case f.Routes != nil:
-		return f.errorf("routes", "routed conversations are not supported by this version of Terrarium")
 	case f.Tenants != nil:
 		return f.errorf("tenants", "tenants are not supported by this version of Terrarium")
+	}
+	if err := f.checkKind(); err != nil {
+		return err
 	}
 	for i, p := range f.Plugins {
 		at := fmt.Sprintf("plugins[%d]", i)
@@ -298,6 +342,48 @@ func (f *File) check() error {
 		return f.errorf("snapshots.on", "no snapshots are taken with store: none")
 	}
 	return nil
+}
+
+// promptKeys are the keys only a prompt agent has, with why a routed agent has none.
+var promptKeys = []struct{ key, why string }{
+	{"prompt", "its identity, guidelines, routes and steps instruct its model"},
+	{"tools", "its tools are those of its domains, capabilities, guidelines and steps"},
+	{"handlers", "its turns run no handlers"},
+}
+
+// checkKind refuses a file that is both a prompt agent and a routed agent, naming a
+// key of each.
+func (f *File) checkKind() error {
+	routed := f.routedKeys()
+	if len(routed) == 0 {
+		return nil
+	}
+	given := map[string]bool{"prompt": f.Prompt != "", "tools": len(f.Tools) > 0, "handlers": len(f.Handlers) > 0}
+	for _, k := range promptKeys {
+		if given[k.key] {
+			return f.errorf(k.key, "a routed agent (it has %s, line %d) has no %s: %s; write a prompt agent or a routed agent, not both",
+				routed[0], f.Line(routed[0]), k.key, k.why)
+		}
+	}
+	return nil
+}
+
+// Routed reports whether the file defines a routed agent (seed 002): one with any of
+// routes.Definition's keys besides name and description.
+func (f *File) Routed() bool { return len(f.routedKeys()) > 0 }
+
+// routedKeys returns the keys of routes.Definition the file gives, besides name and
+// description, in the order of the Definition's fields.
+func (f *File) routedKeys() []string {
+	v := reflect.ValueOf(f.Definition)
+	var keys []string
+	for i := range v.NumField() {
+		key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if key != "name" && key != "description" && !v.Field(i).IsZero() {
+			keys = append(keys, key)
+		}
+	}
+	return keys
 }
 
 // SnapshotStore returns the store the file asks for, badger by default.

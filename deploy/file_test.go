@@ -68,8 +68,9 @@ func TestParseErrorsNameFileLineAndField(t *testing.T) {
 		{"no path", "name: a\nmodel: {name: x}\nplugins:\n  - sha256: abc\n", "a.yaml:4: plugins[0].path: missing"},
 		{"bad store", "name: a\nmodel: {name: x}\nsnapshots:\n  store: disk\n", "a.yaml:4: snapshots.store: \"disk\""},
 		{"bad event", "name: a\nmodel: {name: x}\nsnapshots:\n  on: [turnEnd, never]\n", "a.yaml:4: snapshots.on[1]: \"never\""},
-		{"routes reserved", "name: a\nmodel: {name: x}\nroutes:\n  - name: r\n", "a.yaml:3: routes: routed conversations are not supported"},
+		{"tenants reserved", "name: a\nmodel: {name: x}\ntenants: [a]\n", "a.yaml:3: tenants: tenants are not supported"},
 		{"two documents", "name: a\n---\nname: b\n", "a.yaml: want exactly one YAML document"},
+		{"tagged list", "name: a\nmodel: {name: x}\ntools: !x\n", "a.yaml: the YAML decoder failed: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := deploy.Parse("a.yaml", []byte(tc.src))
@@ -78,4 +79,20 @@ func TestParseErrorsNameFileLineAndField(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParse: any bytes give an agent file or an error about the file, never a panic.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("name: a\nmodel: {name: x}\n"))
+	f.Add([]byte(flightFile))
+	f.Add([]byte("name: a\nmodel: {name: x}\nroutes:\n  - title: T\n    steps: [{next: [{step: s}]}]\nprompt: p\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := deploy.Parse("a.yaml", data)
+		if err != nil && !errors.Is(err, deploy.ErrInvalid) {
+			t.Errorf("error %v does not wrap ErrInvalid", err)
+		}
+		if err == nil && file.Name == "" {
+			t.Error("a file without a name parsed")
+		}
+	})
 }

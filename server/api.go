@@ -74,7 +74,10 @@ type AgentInfo struct {
 	Description string   `json:"description,omitempty"`
 	Model       string   `json:"model,omitempty"`
 	Tools       []string `json:"tools"`
-	Plugins     []string `json:"plugins"`
+	// Routes are the IDs of a routed agent's routes (seed 002); a prompt agent has
+	// none.
+	Routes  []string `json:"routes,omitempty"`
+	Plugins []string `json:"plugins"`
 	// Snapshots is where its sessions are kept: badger, memory or none.
 	Snapshots string `json:"snapshots"`
 	// StateManagement is "server" when the agent keeps its sessions, "client" when
@@ -88,7 +91,7 @@ func agentInfo(a *deploy.Agent) AgentInfo {
 		m = "server"
 	}
 	return AgentInfo{Name: a.Name, Description: a.Description, Model: a.Model, Tools: nonNil(a.Tools),
-		Plugins: nonNil(a.Plugins), Snapshots: a.SnapshotStore, StateManagement: m}
+		Routes: a.Routes, Plugins: nonNil(a.Plugins), Snapshots: a.SnapshotStore, StateManagement: m}
 }
 
 func nonNil(s []string) []string {
@@ -200,8 +203,8 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		info.Open, info.Running = true, l.running
 		l.mu.Unlock()
 	}
-	if st := a.Flow().SnapshotStore(); st != nil {
-		snap, err := st.LatestSnapshot(r.Context(), id)
+	if a.ServerManaged() {
+		snap, err := a.LatestSnapshot(r.Context(), id)
 		switch {
 		case err == nil:
 			info.Snapshot = snap
@@ -341,28 +344,14 @@ func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, SessionInfo{SessionID: id, Agent: a.Name})
 }
 
-// snapshotStore returns the agent's snapshot store, or ErrNoSnapshotStore.
-func snapshotStore(a *deploy.Agent) (session.SnapshotStore[deploy.State], error) {
-	st := a.Flow().SnapshotStore()
-	if st == nil {
-		return nil, fmt.Errorf("agent %s: %w: its clients keep their sessions", a.Name, session.ErrNoSnapshotStore)
-	}
-	return st, nil
-}
-
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	a, err := s.agentOf(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	st, err := snapshotStore(a)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
 	id := r.PathValue("session")
-	snaps, err := st.ListSnapshots(r.Context(), id)
+	snaps, err := a.Snapshots(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -380,12 +369,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	st, err := snapshotStore(a)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	snap, err := st.GetSnapshot(r.Context(), r.PathValue("snapshot"))
+	snap, err := a.Snapshot(r.Context(), r.PathValue("snapshot"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -399,7 +383,7 @@ func (s *Server) abortSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	snap, err := a.Flow().Abort(r.Context(), r.PathValue("snapshot"))
+	snap, err := a.Abort(r.Context(), r.PathValue("snapshot"))
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/routes"
 	"github.com/terrarium-ai/terrarium/agent/session"
 )
 
@@ -51,6 +52,7 @@ var errorCodes = []struct {
 	{session.ErrSnapshotNotFound, http.StatusNotFound, "snapshot_not_found"},
 	{agent.ErrNotFound, http.StatusNotFound, abi.CodeNotFound},
 	{agent.ErrInvalidResume, http.StatusUnprocessableEntity, "invalid_resume"},
+	{routes.ErrInvalidData, http.StatusUnprocessableEntity, "invalid_data"},
 	{agent.ErrInvalidInput, http.StatusBadRequest, abi.CodeInvalidInput},
 	{agent.ErrInvalidToolInput, http.StatusBadRequest, abi.CodeInvalidInput},
 	{session.ErrInvalidInit, http.StatusBadRequest, "invalid_init"},

@@ -77,6 +77,13 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("POST", "/api/agents/echo/snapshots/"+snaps.Snapshots[0].SnapshotID+"/abort", "/api/agents/{agent}/snapshots/{snapshot}/abort", "")
 	check("POST", "/api/agents/echo/sessions/"+id+"/cancel", session+"/cancel", "")
 	check("DELETE", "/api/agents/echo/sessions/"+id, session, "")
+	// A routed agent's answers match the same schemas.
+	routed := ts.newSession(t, "flights", nil)
+	check("GET", "/api/agents/flights", "/api/agents/{agent}", "")
+	check("POST", "/api/agents/flights/sessions/"+routed+"/turns", session+"/turns", `{"text": "destination=Oslo"}`)
+	check("POST", "/api/agents/flights/sessions/"+routed+"/turns", session+"/turns", `{"text": "passengers=0"}`)
+	check("GET", "/api/agents/flights/sessions/"+routed, session, "")
+	check("GET", "/api/agents/flights/sessions/"+routed+"/snapshots", session+"/snapshots", "")
 	check("GET", "/v1/models", "/v1/models", "")
 	check("POST", "/v1/chat/completions", "/v1/chat/completions", `{"model": "echo", "messages": [{"role": "user", "content": "hi"}]}`)
 	check("POST", "/v1/chat/completions", "/v1/chat/completions", `{"model": "nope", "messages": [{"role": "user", "content": "hi"}]}`)

@@ -44,7 +44,8 @@ func TestReflectionListsActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"/session-flow/echo", "/snapshot-store/echo/getSnapshot", "/snapshot-store/echo/listSnapshots",
-		"/snapshot-store/echo/abortSnapshot", "/model/test/echo", "/tool/askUser"} {
+		"/snapshot-store/echo/abortSnapshot", "/model/test/echo", "/tool/askUser",
+		"/session-flow/flights", "/snapshot-store/flights/listSnapshots"} {
 		a, ok := actions[key]
 		if !ok || a.Key != key || a.Metadata == nil {
 			t.Errorf("%s listed as %+v", key, a)
@@ -102,6 +103,13 @@ func TestReflectionRunsActions(t *testing.T) {
 	_, final = runAction(t, rs, `{"key": "/snapshot-store/echo/listSnapshots", "input": {"sessionId": "`+session+`"}}`)
 	if snaps := final["result"].([]any); len(snaps) != 2 {
 		t.Errorf("listSnapshots: %v", final)
+	}
+
+	// A routed agent runs the same way; its state is the route state.
+	_, final = runAction(t, rs, `{"key": "/session-flow/flights", "input": {"messages": [{"role": "user", "content": [{"text": "destination=Rome"}]}]}}`)
+	custom, _ := final["result"].(map[string]any)["state"].(map[string]any)["custom"].(map[string]any)
+	if data, _ := custom["dataByRoute"].(map[string]any)["flight"].(map[string]any); data["destination"] != "Rome" {
+		t.Errorf("routed agent: %v", final)
 	}
 
 	for body, code := range map[string]float64{

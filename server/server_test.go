@@ -31,11 +31,13 @@ type gate struct {
 }
 
 // testAgents are agents over native models: echo (kept in Badger, with askUser),
-// gate (a model that waits to be released) and client (its clients keep the state).
+// gate (a model that waits to be released), client (its clients keep the state) and
+// flights, a routed agent (kept in Badger; see routed_test.go).
 var testAgents = map[string]string{
-	"echo.yaml":   "name: echo\ndescription: Echoes.\nmodel: {name: test/echo}\ntools: [askUser]\n",
-	"gate.yaml":   "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
-	"client.yaml": "name: client\nmodel: {name: test/echo}\nsnapshots: {store: none}\n",
+	"echo.yaml":    "name: echo\ndescription: Echoes.\nmodel: {name: test/echo}\ntools: [askUser]\n",
+	"gate.yaml":    "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
+	"client.yaml":  "name: client\nmodel: {name: test/echo}\nsnapshots: {store: none}\n",
+	"flights.yaml": flightsAgent,
 }
 
 // testRegistry defines the test models: test/echo streams "echo: <text>" word by word,
@@ -62,6 +64,7 @@ func testRegistry(g *gate) *agent.Registry {
 		}
 		return &abi.GenerateResponse{Message: abi.NewModelTextMessage(text), FinishReason: abi.FinishStop}, nil
 	})
+	agent.DefineModel(r, "test/form", nil, formModel)
 	if g != nil {
 		agent.DefineModel(r, "test/gate", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
 			g.started <- struct{}{}

@@ -44,7 +44,7 @@ func TestShutdownLetsRunningTurnsFinish(t *testing.T) {
 		t.Errorf("Shutdown: %v", err)
 	}
 	// The turn was snapshotted before the session closed.
-	snaps, err := mustAgent(t, ts.dep, "gate").Flow().SnapshotStore().ListSnapshots(t.Context(), id)
+	snaps, err := mustAgent(t, ts.dep, "gate").Snapshots(t.Context(), id)
 	if err != nil || len(snaps) != 1 {
 		t.Errorf("snapshots after shutdown: %d, %v", len(snaps), err)
 	}

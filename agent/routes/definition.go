@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
@@ -177,32 +178,45 @@ func (b *builder) guidelines(path string, defs []GuidelineDef) ([]Guideline, err
 }
 
 func (b *builder) agent(def Definition, opts []Option) (*Agent, error) {
-	all := slices.Clone(opts)
+	if strings.TrimSpace(def.Name) == "" {
+		return nil, at("name", invalid("an agent needs a name"))
+	}
+	a, err := newAgent(b.reg, def.Name, opts)
+	if err != nil {
+		return nil, err // the caller's options
+	}
+	// The definition's own options are applied one by one, so that a bad value is
+	// blamed on its field.
+	type fieldOption struct {
+		path string
+		opt  Option
+	}
+	fields := []fieldOption{{"responses", WithCannedResponses(def.Responses...)}}
 	if def.Description != "" {
-		all = append(all, WithDescription(def.Description))
+		fields = append(fields, fieldOption{"description", WithDescription(def.Description)})
 	}
 	if def.Goal != "" {
-		all = append(all, WithGoal(def.Goal))
+		fields = append(fields, fieldOption{"goal", WithGoal(def.Goal)})
 	}
 	if def.Identity != "" {
-		all = append(all, WithIdentity(def.Identity))
+		fields = append(fields, fieldOption{"identity", WithIdentity(def.Identity)})
 	}
 	if def.Context != nil {
-		all = append(all, WithContext(def.Context))
+		fields = append(fields, fieldOption{"context", WithContext(def.Context)})
 	}
 	if def.Composition != "" {
-		all = append(all, WithComposition(def.Composition))
+		fields = append(fields, fieldOption{"composition", WithComposition(def.Composition)})
 	}
 	if def.RoutingMargin != nil {
-		all = append(all, WithRoutingMargin(*def.RoutingMargin))
+		fields = append(fields, fieldOption{"routingMargin", WithRoutingMargin(*def.RoutingMargin)})
 	}
 	if def.MinRouteScore != nil {
-		all = append(all, WithMinRouteScore(*def.MinRouteScore))
+		fields = append(fields, fieldOption{"minRouteScore", WithMinRouteScore(*def.MinRouteScore)})
 	}
-	all = append(all, WithCannedResponses(def.Responses...))
-	a, err := newAgent(b.reg, def.Name, all)
-	if err != nil {
-		return nil, at("name", err)
+	for _, f := range fields {
+		if err := f.opt.apply(a); err != nil {
+			return nil, at(f.path, fmt.Errorf("routes: agent %q: %w", def.Name, err))
+		}
 	}
 	for i, t := range def.Terms {
 		if t.Name == "" {

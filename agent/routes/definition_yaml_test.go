@@ -125,6 +125,10 @@ func TestDefinitionErrorsNameTheField(t *testing.T) {
 		{"no title", "name: a\nroutes:\n  - description: d", "routes[0].title", "needs a title"},
 		{"guideline without action", "name: a\nguidelines: [{condition: c}]", "guidelines[0].action", "needs an action"},
 		{"strict without responses", "name: a\ncomposition: strict_canned", "composition", "canned responses"},
+		{"unknown composition", "name: a\ncomposition: poetic", "composition", `WithComposition("poetic")`},
+		{"margin out of range", "name: a\nroutingMargin: 120", "routingMargin", "want 0 to 100"},
+		{"score out of range", "name: a\nminRouteScore: -1", "minRouteScore", "want 0 to 100"},
+		{"no name", "description: d", "name", "needs a name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var def routes.Definition

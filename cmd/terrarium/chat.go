@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent/routes"
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/deploy"
 	"github.com/terrarium-ai/terrarium/server"
@@ -134,7 +135,7 @@ func (c *chat) listSnapshots(ctx context.Context) {
 		return
 	}
 	for _, s := range snaps {
-		c.printf("  %s  turn %d  %s  %d messages  %s\n", s.SnapshotID, s.TurnIndex, s.Event, len(s.State.Messages), s.Status)
+		c.printf("  %s  turn %d  %s  %d messages  %s%s\n", s.SnapshotID, s.TurnIndex, s.Event, len(s.State.Messages), s.Status, routeOf(s.State.Custom))
 	}
 	if len(snaps) == 0 {
 		c.printf("  (no snapshots yet)\n")
@@ -183,7 +184,11 @@ func (c *chat) turn(ctx context.Context, in *session.SessionFlowInput) error {
 				}
 			}
 		case ch.Status != nil:
-			c.printf("[status %s]\n", ch.Status)
+			if text {
+				c.printf("\n")
+				text = false
+			}
+			c.showStatus(ch.Status)
 		case ch.Artifact != nil:
 			c.printf("[artifact %s]\n", ch.Artifact.Name)
 		case ch.SnapshotCreated != "":
@@ -219,6 +224,33 @@ func (c *chat) turn(ctx context.Context, in *session.SessionFlowInput) error {
 		answers = append(answers, abi.NewToolResponsePart(&abi.ToolResponse{Name: p.ToolRequest.Name, Ref: p.ToolRequest.Ref, Output: answer}))
 	}
 	return c.turn(ctx, &session.SessionFlowInput{Resume: &abi.Resume{Respond: answers}})
+}
+
+// showStatus prints a status report: a routed agent's as where the conversation
+// stands and the tools its turn ran, any other as it is.
+func (c *chat) showStatus(raw json.RawMessage) {
+	var st routes.Status
+	if json.Unmarshal(raw, &st) != nil || st.Route == "" {
+		c.printf("[status %s]\n", raw)
+		return
+	}
+	for _, call := range st.ToolCalls {
+		c.printf("[tool %s %s -> %s]\n", call.ToolName, jsonText(call.Arguments), jsonText(call.Result))
+	}
+	if st.RouteComplete {
+		c.printf("[route %s complete]\n", st.Route)
+		return
+	}
+	c.printf("[route %s, step %s]\n", st.Route, st.Step)
+}
+
+// routeOf describes where a routed agent's snapshot stands ("" for another agent's).
+func routeOf(custom json.RawMessage) string {
+	var st routes.State
+	if json.Unmarshal(custom, &st) != nil || st.CurrentRoute == nil || st.CurrentStep == nil {
+		return ""
+	}
+	return fmt.Sprintf("  route %s, step %s", st.CurrentRoute.ID, st.CurrentStep.ID)
 }
 
 func jsonText(v any) string {
@@ -267,11 +299,7 @@ func (l *local) connect(ctx context.Context, sessionID, snapshotID string) (sess
 }
 
 func (l *local) snapshots(ctx context.Context, id string) ([]*deploy.Snapshot, error) {
-	st := l.a.Flow().SnapshotStore()
-	if st == nil {
-		return nil, fmt.Errorf("agent %s keeps no snapshots", l.a.Name)
-	}
-	return st.ListSnapshots(ctx, id)
+	return l.a.Snapshots(ctx, id)
 }
 
 func (l *local) release(_ context.Context, conn session.AnyConnection) error {

@@ -144,3 +144,46 @@ func TestChatInATerminalWithAServer(t *testing.T) {
 	term := startTerminal(t, binary(t), "chat", s.url)
 	converse(t, term)
 }
+
+const travelExample = "../../examples/travel"
+
+// travel holds a conversation with the travel example's routed agent, which shows
+// where it stands after each turn, then resumes its first snapshot.
+func travel(t *testing.T, term *terminal) {
+	term.expect(`> `)
+	term.send("I'd like to fly to Lisbon")
+	term.expect(`Noted\. Now tell me the day of departure\.\r?\n\[route flight, step ask_date\]`)
+	first := term.expect(`\[snapshot ([0-9a-f]{64})\]`)[1]
+	term.expect(`> `)
+	term.send("Actually, find me a hotel in Porto instead")
+	term.expect(`\[route hotel, step ask_nights\]`)
+	term.expect(`> `)
+	term.send("3 nights")
+	term.expect(`\[route hotel complete\]`)
+	term.expect(`> `)
+	term.send("/snapshots")
+	term.expect(first + `  turn 0  turnEnd  2 messages  completed  route flight, step ask_date`)
+	term.expect(`turn 2  turnEnd  5 messages  completed  route hotel, step END_ROUTE`)
+	term.expect(`> `)
+	term.send("/resume " + first)
+	term.expect(`\[session [0-9a-f-]+\]`)
+	term.expect(`> `)
+	term.send("On 2025-07-14")
+	term.expect(`\[route flight, step ask_passengers\]`)
+	term.expect(`> `)
+	term.send("/exit")
+	if err := term.cmd.Wait(); err != nil {
+		t.Errorf("chat exited with %v", err)
+	}
+}
+
+func TestChatWithARoutedAgentInProcess(t *testing.T) {
+	term := startTerminal(t, binary(t), "chat", "-data", t.TempDir(), travelExample+"/travel.yaml")
+	travel(t, term)
+}
+
+func TestChatWithARoutedAgentOnAServer(t *testing.T) {
+	s := startServe(t, "-data", t.TempDir(), travelExample)
+	term := startTerminal(t, binary(t), "chat", s.url)
+	travel(t, term)
+}

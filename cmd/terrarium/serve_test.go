@@ -458,6 +458,16 @@ func TestWebSocketClientInAnotherProcess(t *testing.T) {
 	}
 }
 
+// screenshot returns where a page test writes its screenshot: in
+// $TERRARIUM_SCREENSHOTS, or the test's temporary directory.
+func screenshot(t *testing.T, name string) string {
+	dir := os.Getenv("TERRARIUM_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	return filepath.Join(dir, name)
+}
+
 // TestWebPageInChromium drives the page in a headless Chromium: a streamed answer and
 // an interrupt answered in the page. The screenshot lands in $TERRARIUM_SCREENSHOTS,
 // or the test's temporary directory.
@@ -465,11 +475,7 @@ func TestWebPageInChromium(t *testing.T) {
 	dir := clients(t)
 	chromium := need(t, "chromium")
 	s := sharedServe(t)
-	shots := os.Getenv("TERRARIUM_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
-	shot := filepath.Join(shots, "chat-page.png")
+	shot := screenshot(t, "chat-page.png")
 	var got struct {
 		Session   string
 		Answer    string
@@ -482,6 +488,28 @@ func TestWebPageInChromium(t *testing.T) {
 	}
 	if info, err := os.Stat(shot); err != nil || info.Size() == 0 {
 		t.Errorf("no screenshot: %v", err)
+	}
+	t.Logf("screenshot: %s", shot)
+}
+
+// TestRoutedAgentPageInChromium drives the page with the travel example's routed
+// agent: the route and step show after each turn, and after a resume.
+func TestRoutedAgentPageInChromium(t *testing.T) {
+	dir := clients(t)
+	chromium := need(t, "chromium")
+	s := startServe(t, "-data", t.TempDir(), travelExample)
+	shot := screenshot(t, "chat-page-routed.png")
+	var got struct {
+		Description string
+		Answer      string
+		Status      string
+		Resumed     []string
+		Errors      []string
+	}
+	node(t, dir, "page-routed.mjs", &got, s.url+"/", shot, chromium)
+	if !strings.HasSuffix(got.Description, "Routes: flight, hotel.") || !strings.Contains(got.Status, "route flight · step ask_date") ||
+		strings.Join(got.Resumed, "|") != "route flight · step ask_date" || len(got.Errors) != 0 {
+		t.Errorf("page: %+v", got)
 	}
 	t.Logf("screenshot: %s", shot)
 }

@@ -7,10 +7,15 @@
 // its destination kept. Each turn shows the route, the step, the data, and the model
 // calls it took: two with routing, none when the route completes.
 //
-// The model is a small rule-based stand-in (regular expressions over the traveller's
-// words, answers from the step's prompt), so the example runs offline.
+// The model is a small rule-based stand-in (package rules: regular expressions over
+// the traveller's words, answers from the step's prompt), so the example runs offline.
 //
 //	go run ./examples/travel
+//
+// The same agent is written as an agent file in travel.yaml, its model the same rules
+// as a WebAssembly plugin (model/), for terrarium serve and terrarium chat:
+//
+//	go run ./cmd/terrarium serve ./examples/travel
 package main
 
 import (
@@ -19,8 +24,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -28,6 +31,7 @@ import (
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/routes"
 	"github.com/terrarium-ai/terrarium/agent/testmodel"
+	"github.com/terrarium-ai/terrarium/examples/travel/rules"
 )
 
 // Flight is the flight route's data.
@@ -59,7 +63,7 @@ func run(ctx context.Context, w io.Writer) error {
 	var calls atomic.Int64
 	testmodel.Define(r, "demo/travel", testmodel.WithHandler(func(req *abi.GenerateRequest) testmodel.Turn {
 		calls.Add(1)
-		return testmodel.Turn{Response: &abi.GenerateResponse{Message: abi.NewModelTextMessage(answer(req)), FinishReason: abi.FinishStop}}
+		return testmodel.Turn{Response: &abi.GenerateResponse{Message: abi.NewModelTextMessage(rules.Answer(req)), FinishReason: abi.FinishStop}}
 	}))
 
 	a := routes.New(r, "Skye",
@@ -132,81 +136,4 @@ func run(ctx context.Context, w io.Writer) error {
 	fmt.Fprintf(w, "booked: flight to %s on %s for %d; hotel in %s for %d nights\n",
 		flightData.Destination, flightData.DepartureDate, flightData.Passengers, hotelData.City, hotelData.Nights)
 	return nil
-}
-
-// The rule-based model. It reads the traveller's last message and the request's
-// output schema: a routing call gets scores by keyword and the data the message
-// states; an answer gets the step's prompt turned into a question and the fields.
-var (
-	place  = regexp.MustCompile(`\b(?:to|in) ([A-Z][a-z]+)`)
-	date   = regexp.MustCompile(`\d{4}-\d{2}-\d{2}`)
-	count  = regexp.MustCompile(`(\d+) (passengers?|people|nights?)`)
-	doNow  = regexp.MustCompile(`Do now: Ask (.*)`)
-	inside = regexp.MustCompile(`The conversation is in route (\w+)`)
-)
-
-func answer(req *abi.GenerateRequest) string {
-	said := ""
-	for _, m := range abi.WithoutInjected(req.Messages) { // not the format instructions
-		if m.Role == abi.RoleUser {
-			said = m.Text()
-		}
-	}
-	system := req.Messages[0].Text()
-	props, _ := req.Output.Schema["properties"].(map[string]any)
-	if _, routing := props["routes"]; routing {
-		scores := map[string]int{"flight": 10, "hotel": 10}
-		switch lower := strings.ToLower(said); {
-		case strings.Contains(lower, "hotel"), strings.Contains(lower, "room"):
-			scores["hotel"] = 90
-		case strings.Contains(lower, "fly"), strings.Contains(lower, "flight"):
-			scores["flight"] = 90
-		default:
-			if m := inside.FindStringSubmatch(system); m != nil {
-				scores[m[1]] = 80
-			}
-		}
-		data := map[string]any{}
-		extract, _ := props["data"].(map[string]any)
-		routeProps, _ := extract["properties"].(map[string]any)
-		for id, schema := range routeProps {
-			fields, _ := schema.(map[string]any)["properties"].(map[string]any)
-			if d := extractFields(said, fields); len(d) > 0 {
-				data[id] = d
-			}
-		}
-		b, _ := json.Marshal(map[string]any{"routes": scores, "data": data})
-		return string(b)
-	}
-	out := extractFields(said, props)
-	out["message"] = "How can I help with your trip?"
-	if m := doNow.FindStringSubmatch(system); m != nil {
-		out["message"] = "Noted. Now tell me " + m[1] + "."
-	}
-	b, _ := json.Marshal(out)
-	return string(b)
-}
-
-// extractFields finds in text the values of the fields a schema's properties name.
-func extractFields(text string, fields map[string]any) map[string]any {
-	out := map[string]any{}
-	for name := range fields {
-		switch name {
-		case "destination", "city":
-			if m := place.FindStringSubmatch(text); m != nil {
-				out[name] = m[1]
-			}
-		case "departureDate":
-			if d := date.FindString(text); d != "" {
-				out[name] = d
-			}
-		case "passengers", "nights":
-			for _, m := range count.FindAllStringSubmatch(text, -1) {
-				if strings.HasPrefix(m[2], name[:5]) || name == "passengers" && m[2] == "people" {
-					out[name], _ = strconv.Atoi(m[1])
-				}
-			}
-		}
-	}
-	return out
 }

@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { agents: [], agent: null, sessionId: null, ws: null, running: false, modelEl: null };
+const state = { agents: [], agent: null, sessionId: null, ws: null, running: false, modelEl: null, route: null };
 
 async function api(method, path, body) {
   const resp = await fetch(path, {
@@ -72,15 +72,40 @@ function onChunk(c) {
       }
     }
   }
-  if (c.status !== undefined) event(`status ${JSON.stringify(c.status)}`);
+  if (c.status !== undefined) showStatus(c.status);
   if (c.artifact) event(`artifact ${c.artifact.name || ""} ${JSON.stringify(c.artifact.parts || [])}`);
   if (c.snapshotCreated) event(`snapshot ${c.snapshotCreated}`);
   if (c.endTurn) {
     state.running = false;
     state.modelEl = null;
-    setStatus(`${state.agent.name} · session ${state.sessionId} · turn ended (${c.finishReason || "stop"})`);
+    setStatus(`${state.agent.name} · session ${state.sessionId}${routeText()} · turn ended (${c.finishReason || "stop"})`);
     refreshSnapshots();
   }
+}
+
+// A status report: a routed agent's says where the conversation stands (route,
+// step, the tools its turn ran); anything else shows as it is.
+function showStatus(status) {
+  if (!status || typeof status !== "object" || !status.route) {
+    event(`status ${JSON.stringify(status)}`);
+    return;
+  }
+  for (const call of status.toolCalls || []) {
+    event(`tool ${call.toolName} ${JSON.stringify(call.arguments ?? null)} → ${JSON.stringify(call.result ?? null)}`);
+  }
+  showRoute(status.route, status.routeComplete ? "complete" : status.step);
+}
+
+// showRoute shows where a routed conversation stands, in the transcript and beside
+// the session.
+function showRoute(route, step) {
+  state.route = `route ${route} · ${step === "complete" ? "complete" : "step " + step}`;
+  event(state.route, "route");
+}
+
+// routeText is where a routed conversation stands, for the status line.
+function routeText() {
+  return state.route ? ` · ${state.route}` : "";
 }
 
 // An interrupted tool request: ask the user, answer with a resume.
@@ -127,7 +152,7 @@ function connect(query) {
       const m = JSON.parse(e.data);
       if (m.type === "session") {
         state.sessionId = m.sessionId;
-        setStatus(`${state.agent.name} · session ${m.sessionId}`);
+        setStatus(`${state.agent.name} · session ${m.sessionId}${routeText()}`);
         refreshSessions();
         refreshSnapshots();
         resolve();
@@ -188,8 +213,13 @@ async function refreshSnapshots() {
 // showState replaces the transcript with a stored conversation.
 function showState(snapshot) {
   $("#transcript").replaceChildren();
+  state.route = null;
   for (const m of snapshot.state.messages || []) showMessage(m);
   event(`resumed from snapshot ${snapshot.snapshotId} (turn ${snapshot.turnIndex})`);
+  const custom = snapshot.state.custom;
+  if (custom && custom.currentRoute && custom.currentStep) {
+    showRoute(custom.currentRoute.id, custom.currentStep.id === "END_ROUTE" ? "complete" : custom.currentStep.id);
+  }
 }
 
 async function openSession(id) {
@@ -214,9 +244,11 @@ async function resumeSnapshot(snapshotId) {
 
 async function selectAgent(name) {
   state.agent = state.agents.find((a) => a.name === name);
-  $("#agent-description").textContent = state.agent.description || "";
+  const routes = state.agent.routes ? ` Routes: ${state.agent.routes.join(", ")}.` : "";
+  $("#agent-description").textContent = (state.agent.description || "") + routes;
   $("#transcript").replaceChildren();
   state.sessionId = null;
+  state.route = null;
   await connect({});
 }
 

@@ -1,14 +1,10 @@
 // Drives the web chat page in a headless Chromium: a message and its streamed answer,
 // then an interrupt answered in the page. Writes a screenshot.
 // usage: node page.mjs <server URL> <screenshot.png> <chromium>
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 
 const [url, screenshot, executablePath] = process.argv.slice(2);
-const browser = await chromium.launch({
-  executablePath,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch(executablePath);
 try {
   const page = await browser.newPage();
   const errors = [];

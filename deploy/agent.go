@@ -1,0 +1,191 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/terrarium-ai/terrarium/agent/session"
+	"github.com/terrarium-ai/terrarium/store"
+)
+
+// Snapshot is a snapshot of a session of any agent of a deployment, its custom state
+// as JSON: what a prompt agent's plugins keep, a routed agent's routes.State.
+type Snapshot = session.SessionSnapshot[json.RawMessage]
+
+// Agent is one agent of a deployment, prompt or routed: both are session flows, seen
+// here without their Stream and State types, so that a server treats them alike.
+type Agent struct {
+	// Name is the agent's name, and its session flow's.
+	Name        string
+	Description string
+	// File is the agent file that defines it.
+	File string
+	// Model is the model its turns use ("" when the prompt names it).
+	Model string
+	// Tools are the tools offered to its model: a routed agent's are those of its
+	// domains, capabilities, guidelines and steps.
+	Tools []string
+	// Routes are the IDs of a routed agent's routes; a prompt agent has none.
+	Routes []string
+	// Plugins are the names of the plugins its file loads.
+	Plugins []string
+	// SnapshotStore is where its sessions are kept: badger, memory or none.
+	SnapshotStore string
+
+	flow      session.AnyFlow
+	snapshots snapshots // nil without a snapshot store
+	store     store.Store
+}
+
+// snapshots reads and aborts the snapshots of a flow, whatever its State type.
+type snapshots interface {
+	get(ctx context.Context, snapshotID string) (*Snapshot, error)
+	list(ctx context.Context, sessionID string) ([]*Snapshot, error)
+	latest(ctx context.Context, sessionID string) (*Snapshot, error)
+	abort(ctx context.Context, snapshotID string) (*Snapshot, error)
+}
+
+// bind makes flow the agent's and records the registry keys it took, which Close
+// removes.
+func bind[Stream, State any](d *Deployment, a *Agent, flow *session.SessionFlow[Stream, State]) {
+	d.defined = append(d.defined, flow.Desc().Key)
+	for _, sa := range flow.SnapshotActions() {
+		d.defined = append(d.defined, sa.Desc().Key)
+	}
+	a.flow = flow
+	if flow.SnapshotStore() != nil {
+		a.snapshots = flowSnapshots[Stream, State]{flow}
+	}
+}
+
+// flowSnapshots are the snapshots of a flow with a snapshot store.
+type flowSnapshots[Stream, State any] struct {
+	flow *session.SessionFlow[Stream, State]
+}
+
+func (s flowSnapshots[Stream, State]) get(ctx context.Context, id string) (*Snapshot, error) {
+	return erase(s.flow.SnapshotStore().GetSnapshot(ctx, id))
+}
+
+func (s flowSnapshots[Stream, State]) latest(ctx context.Context, sessionID string) (*Snapshot, error) {
+	return erase(s.flow.SnapshotStore().LatestSnapshot(ctx, sessionID))
+}
+
+func (s flowSnapshots[Stream, State]) abort(ctx context.Context, id string) (*Snapshot, error) {
+	return erase(s.flow.Abort(ctx, id))
+}
+
+func (s flowSnapshots[Stream, State]) list(ctx context.Context, sessionID string) ([]*Snapshot, error) {
+	all, err := s.flow.SnapshotStore().ListSnapshots(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Snapshot, len(all))
+	for i, snap := range all {
+		if out[i], err = erase(snap, nil); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// erase returns a snapshot with its custom state as JSON, or err.
+func erase[State any](snap *session.SessionSnapshot[State], err error) (*Snapshot, error) {
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(snap)
+	if err != nil {
+		return nil, fmt.Errorf("deploy: encoding snapshot %s: %w", snap.SnapshotID, err)
+	}
+	var out Snapshot
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("deploy: decoding snapshot %s: %w", snap.SnapshotID, err)
+	}
+	return &out, nil
+}
+
+// Flow returns the agent's session flow: ConnectAny opens a connection from the JSON
+// of a session.SessionFlowInit, whose chunks carry the status as JSON.
+func (a *Agent) Flow() session.AnyFlow { return a.flow }
+
+// ServerManaged reports whether the agent keeps its sessions (a snapshot store), so
+// that clients resume them by ID, rather than keeping their state themselves.
+func (a *Agent) ServerManaged() bool { return a.snapshots != nil }
+
+// kept returns the agent's snapshots, or an error wrapping session.ErrNoSnapshotStore.
+func (a *Agent) kept() (snapshots, error) {
+	if a.snapshots == nil {
+		return nil, fmt.Errorf("deploy: agent %s: %w: its clients keep their sessions", a.Name, session.ErrNoSnapshotStore)
+	}
+	return a.snapshots, nil
+}
+
+// Snapshot returns a snapshot of one of the agent's sessions: an unknown ID is an
+// error wrapping session.ErrSnapshotNotFound, an agent without snapshots
+// session.ErrNoSnapshotStore.
+func (a *Agent) Snapshot(ctx context.Context, snapshotID string) (*Snapshot, error) {
+	s, err := a.kept()
+	if err != nil {
+		return nil, err
+	}
+	return s.get(ctx, snapshotID)
+}
+
+// Snapshots returns a session's snapshots in turn order (none for an unknown session).
+func (a *Agent) Snapshots(ctx context.Context, sessionID string) ([]*Snapshot, error) {
+	s, err := a.kept()
+	if err != nil {
+		return nil, err
+	}
+	return s.list(ctx, sessionID)
+}
+
+// LatestSnapshot returns a session's most recent snapshot, or an error wrapping
+// session.ErrSnapshotNotFound.
+func (a *Agent) LatestSnapshot(ctx context.Context, sessionID string) (*Snapshot, error) {
+	s, err := a.kept()
+	if err != nil {
+		return nil, err
+	}
+	return s.latest(ctx, sessionID)
+}
+
+// Abort stops the detached turn of a pending snapshot and returns the snapshot that
+// settles it (see session.SessionFlow.Abort).
+func (a *Agent) Abort(ctx context.Context, snapshotID string) (*Snapshot, error) {
+	s, err := a.kept()
+	if err != nil {
+		return nil, err
+	}
+	return s.abort(ctx, snapshotID)
+}
+
+// Sessions lists the IDs of the sessions the agent keeps.
+func (a *Agent) Sessions(ctx context.Context) ([]string, error) {
+	if a.store == nil {
+		return nil, fmt.Errorf("deploy: agent %q: %w", a.Name, session.ErrNoSnapshotStore)
+	}
+	l, ok := a.store.(store.SessionLister)
+	if !ok {
+		return nil, fmt.Errorf("deploy: agent %q: its store (%T) cannot list sessions", a.Name, a.store)
+	}
+	return l.Sessions(ctx, a.Name)
+}
+
+// HasSession reports whether the agent keeps a session with this ID.
+func (a *Agent) HasSession(ctx context.Context, id string) (bool, error) {
+	if a.store == nil {
+		return false, nil
+	}
+	if err := store.CheckNames(id); err != nil {
+		return false, nil
+	}
+	_, err := a.store.Head(ctx, a.Name, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
