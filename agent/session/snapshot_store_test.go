@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/store"
 )
@@ -177,6 +178,55 @@ func TestSnapshotCachesChangeNoResult(t *testing.T) {
 					t.Errorf("stored %+v (%v), want %+v", stats, err, wantStats)
 				}
 			})
+		}
+	}
+}
+
+// TestSessionFlowTurnsWithoutCache is the operator's load in small: many connections
+// run two turns at once through a snapshot store whose caches keep nothing, so every
+// save loads its parent while others save. No turn may fail, and every session's
+// last snapshot holds its whole conversation.
+func TestSessionFlowTurnsWithoutCache(t *testing.T) {
+	const conns = 64
+	snaps := session.NewSnapshotStore[ChatState](store.NewMemory(), session.WithCacheBytes(1, 1))
+	flow := chatFlow(agent.NewRegistry(), echoModel(), session.WithSnapshotStore(snaps), session.WithSnapshotCallback(session.SnapshotOn[ChatState](session.SnapshotEventTurnEnd)))
+	ctx := context.Background()
+	last := make([]string, conns)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Go(func() {
+			conn, err := flow.StreamBidi(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Output()
+			defer conn.Close()
+			for turn := range 2 {
+				if err := conn.SendText(fmt.Sprintf("connection %d, turn %d", i, turn)); err != nil {
+					t.Error(err)
+					return
+				}
+				for c, err := range conn.Receive() {
+					if err != nil {
+						t.Errorf("connection %d, turn %d: %v", i, turn, err)
+						return
+					}
+					if c.SnapshotCreated != "" {
+						last[i] = c.SnapshotCreated
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, id := range last {
+		snap, err := snaps.GetSnapshot(ctx, id)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if msgs := snap.State.Messages; len(msgs) != 4 || msgs[2].Text() != fmt.Sprintf("connection %d, turn 1", i) {
+			t.Errorf("connection %d: last snapshot holds %s", i, mustJSON(t, msgs))
 		}
 	}
 }
