@@ -2,7 +2,10 @@ package session
 
 import (
 	"hash/maphash"
+	"math"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
@@ -10,39 +13,50 @@ import (
 // costCache is a least-recently-used cache bounded by the summed cost (an estimate of
 // the bytes each value keeps alive) of what it holds rather than by a count, since one
 // cached snapshot of a long conversation can weigh as much as thousands of short ones.
-// A large cache is split into shards, each with its own lock and its share of the
-// budget, so that concurrent saves of different sessions do not queue on one lock;
-// each shard evicts on its own. A value costing more than a shard's share is not kept.
+//
+// A large cache is split into shards, each an LRU list under its own lock: under
+// 10,000 concurrent turns one lock was by far the most contended in the process
+// (BenchmarkSessionFlowConcurrent's mutex profile), 32 shards are not. The budget is
+// the whole cache's, so that any value up to the budget can be kept. Going over it
+// evicts the older of the least recently used entries of two shards, drawn from a
+// random place: close to one LRU list of the whole cache, even when shards hold few
+// entries (evicting from each shard in turn would then evict entries in use), without
+// taking every shard's lock for every eviction (which, measured, makes a full cache
+// under 10,000 concurrent turns queue on the shards' locks again).
 type costCache[V any] struct {
 	seed   maphash.Seed
 	cost   func(V) int
+	budget int64
+	used   atomic.Int64
+	clock  atomic.Uint64 // ticks at every use, to compare entries of different shards
 	shards []costShard[V]
 }
 
 type costShard[V any] struct {
-	mu     sync.Mutex
-	lru    *simplelru.LRU[string, V]
-	used   int
-	budget int
+	mu  sync.Mutex
+	lru *simplelru.LRU[string, *costEntry[V]]
 }
 
-// A costCache has up to maxShards shards: enough that a few dozen cores saving at once
-// rarely meet on one lock. Each gets at least minShardBudget, so that it holds hundreds
-// of entries and evicts about as one LRU of the whole budget would.
+type costEntry[V any] struct {
+	v        V
+	cost     int64
+	lastUsed uint64 // the clock when last added or got
+}
+
+// A costCache has up to maxShards shards, enough that a few dozen cores saving at once
+// seldom meet on one lock, and no more than a shard per shardBytes of budget, so that
+// a small cache is one exact LRU list.
 const (
-	maxShards      = 32
-	minShardBudget = 1 << 20
+	maxShards  = 32
+	shardBytes = 1 << 20
 )
 
 func newCostCache[V any](budget int, cost func(V) int) *costCache[V] {
-	n := min(max(budget/minShardBudget, 1), maxShards)
-	c := &costCache[V]{seed: maphash.MakeSeed(), cost: cost, shards: make([]costShard[V], n)}
+	n := min(max(budget/shardBytes, 1), maxShards)
+	c := &costCache[V]{seed: maphash.MakeSeed(), cost: cost, budget: int64(budget), shards: make([]costShard[V], n)}
 	for i := range c.shards {
-		sh := &c.shards[i]
-		sh.budget = budget / n
-		// The count bound is never reached (every entry costs more than a byte): the
-		// budget is what evicts. The callback keeps the shard's total.
-		sh.lru, _ = simplelru.NewLRU(max(sh.budget, 1), func(_ string, v V) { sh.used -= cost(v) })
+		// The budget evicts, not the count.
+		c.shards[i].lru, _ = simplelru.NewLRU(math.MaxInt, func(_ string, e *costEntry[V]) { c.used.Add(-e.cost) })
 	}
 	return c
 }
@@ -56,25 +70,70 @@ func (c *costCache[V]) Get(key string) (V, bool) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return sh.lru.Get(key)
+	e, ok := sh.lru.Get(key)
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	e.lastUsed = c.clock.Add(1)
+	return e.v, true
 }
 
 // Add caches v under key unless something is cached there already (keys are content
-// addresses: what is there stands for the same content), and evicts the least recently
-// used entries of its shard until the shard is within its budget.
+// addresses: what is there stands for the same content), then evicts until the cache
+// is within its budget. A value costing more than the whole budget is not kept.
 func (c *costCache[V]) Add(key string, v V) {
-	cost := c.cost(v)
-	sh := c.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if _, ok := sh.lru.Get(key); ok || cost > sh.budget {
+	e := &costEntry[V]{v: v, cost: int64(c.cost(v))}
+	if e.cost > c.budget {
 		return
 	}
-	sh.lru.Add(key, v)
-	sh.used += cost
-	for sh.used > sh.budget {
-		sh.lru.RemoveOldest()
+	sh := c.shard(key)
+	sh.mu.Lock()
+	if old, ok := sh.lru.Get(key); ok {
+		old.lastUsed = c.clock.Add(1)
+	} else {
+		e.lastUsed = c.clock.Add(1)
+		sh.lru.Add(key, e)
+		c.used.Add(e.cost)
 	}
+	sh.mu.Unlock()
+	for c.used.Load() > c.budget {
+		if !c.evictOldest(key) {
+			break
+		}
+	}
+}
+
+// evictOldest evicts the older of the least recently used entries of two shards, the
+// first from a random place that hold one, sparing key, which was just added and is
+// within the budget on its own. It holds one shard's lock at a time, so that it cannot
+// deadlock with another Add, and reports false if there was nothing to evict.
+func (c *costCache[V]) evictOldest(key string) bool {
+	var victim *costShard[V]
+	oldest := uint64(math.MaxUint64)
+	n := len(c.shards)
+	start, found := rand.N(n), 0
+	for i := 0; i < n && found < 2; i++ {
+		sh := &c.shards[(start+i)%n]
+		sh.mu.Lock()
+		if k, e, ok := sh.lru.GetOldest(); ok && k != key {
+			found++
+			if e.lastUsed < oldest {
+				victim, oldest = sh, e.lastUsed
+			}
+		}
+		sh.mu.Unlock()
+	}
+	if victim == nil {
+		return false
+	}
+	victim.mu.Lock()
+	defer victim.mu.Unlock()
+	// Another Add may have evicted it meanwhile: then this evicts the next oldest.
+	if k, _, ok := victim.lru.GetOldest(); ok && k != key {
+		victim.lru.RemoveOldest()
+	}
+	return true
 }
 
 // Remove drops the entry under key, if any.
