@@ -97,15 +97,16 @@ type loaded struct {
 	canonical bool
 }
 
-// The caches' budgets and cost estimates. A cached snapshot spares the next save of
-// its session a load and an encoding of the conversation; a miss costs them, and never
-// changes what is stored. The default budgets hold the snapshots of over 30,000
-// two-turn chats (about 2 kB each, as estimated below): BenchmarkSessionFlowConcurrent
-// keeps 10,000 sessions between two turns of each, all hits. They also bound what the
-// snapshots of sessions gone idle keep alive.
+// The caches' cost estimates. A cached snapshot spares the next save of its session a
+// load and an encoding of the conversation (BenchmarkSnapshotSave: about a
+// hundredth of the cost at 100 turns); a miss costs them, and never changes what is
+// stored.
 const (
-	defaultRecentBytes  = 64 << 20
-	defaultSegmentBytes = 32 << 20
+	// defaultCacheBytes holds the snapshots of about 25,000 live two-turn chats (an
+	// entry is estimated at 2.5 kB for one with a 600-character answer): the 10,000
+	// sessions of BenchmarkSessionFlowConcurrent between their two turns, all hits.
+	// Two thirds are for the snapshots saved last, one third for decoded segments.
+	defaultCacheBytes = 96 << 20
 	// messageBytes is what a message takes in memory besides its JSON: measured at
 	// 125 to 160 bytes for a one-part text message, rounded up, plus its pointer and a
 	// segment reference with its digest (at most one per message).
@@ -134,9 +135,8 @@ type SnapshotStoreOption interface {
 }
 
 type snapshotStoreConfig struct {
-	ns           string
-	recentBytes  int
-	segmentBytes int
+	ns         string
+	cacheBytes int
 }
 
 type snapshotStoreFunc func(*snapshotStoreConfig) error
@@ -156,6 +156,22 @@ func WithNamespace(ns string) SnapshotStoreOption {
 	})
 }
 
+// WithCacheBytes bounds the memory the store's caches keep alive to about n bytes
+// (96 MiB unless set; 0 turns them off). The caches remember the snapshots saved last,
+// so that saving the next turn of a session neither loads its parent nor encodes its
+// whole conversation again, and decoded message segments. Size them for the sessions
+// that run at once: a two-turn chat takes about 2.5 kB, a 1,000-turn one about 2 MB.
+// The size changes how much work a save does, never what it stores.
+func WithCacheBytes(n int) SnapshotStoreOption {
+	return snapshotStoreFunc(func(c *snapshotStoreConfig) error {
+		if n < 0 {
+			return fmt.Errorf("session: %w: WithCacheBytes(%d): negative", agent.ErrInvalidOption, n)
+		}
+		c.cacheBytes = n
+		return nil
+	})
+}
+
 type snapshotStore[State any] struct {
 	st       store.Store
 	ns       string
@@ -166,7 +182,7 @@ type snapshotStore[State any] struct {
 // NewSnapshotStore returns a SnapshotStore keeping snapshots in st, content-addressed
 // and verified on every read. It panics on an invalid option.
 func NewSnapshotStore[State any](st store.Store, opts ...SnapshotStoreOption) SnapshotStore[State] {
-	cfg := snapshotStoreConfig{ns: "default", recentBytes: defaultRecentBytes, segmentBytes: defaultSegmentBytes}
+	cfg := snapshotStoreConfig{ns: "default", cacheBytes: defaultCacheBytes}
 	for _, o := range opts {
 		if err := o.applySnapshotStore(&cfg); err != nil {
 			panic(err)
@@ -175,8 +191,8 @@ func NewSnapshotStore[State any](st store.Store, opts ...SnapshotStoreOption) Sn
 	return &snapshotStore[State]{
 		st:       st,
 		ns:       cfg.ns,
-		recent:   newCostCache(cfg.recentBytes, (*known).cost),
-		segments: newCostCache(cfg.segmentBytes, (*loaded).cost),
+		recent:   newCostCache(cfg.cacheBytes/3*2, (*known).cost),
+		segments: newCostCache(cfg.cacheBytes/3, (*loaded).cost),
 	}
 }
 

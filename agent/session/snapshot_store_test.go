@@ -164,11 +164,11 @@ func TestSnapshotCachesChangeNoResult(t *testing.T) {
 			t.Fatalf("session %s with the default caches: %q, want 9 steps, the 8th a conflict", sid, steps)
 		}
 	}
-	for _, budget := range []int{1, 16 << 10} {
+	for _, budget := range []int{0, 24 << 10} {
 		for name, run := range map[string]func(context.Context, session.SnapshotStore[ChatState], int) map[string][]string{"interleaved": interleaved, "concurrent": concurrent} {
 			t.Run(fmt.Sprintf("%s/cache=%dB", name, budget), func(t *testing.T) {
 				mem := store.NewMemory()
-				got := run(ctx, session.NewSnapshotStore[ChatState](mem, session.WithCacheBytes(budget, budget)), sessions)
+				got := run(ctx, session.NewSnapshotStore[ChatState](mem, session.WithCacheBytes(budget)), sessions)
 				for _, sid := range slices.Sorted(maps.Keys(want)) {
 					if !slices.Equal(got[sid], want[sid]) {
 						t.Errorf("session %s:\n got %q\nwant %q", sid, got[sid], want[sid])
@@ -188,7 +188,7 @@ func TestSnapshotCachesChangeNoResult(t *testing.T) {
 // last snapshot holds its whole conversation.
 func TestSessionFlowTurnsWithoutCache(t *testing.T) {
 	const conns = 64
-	snaps := session.NewSnapshotStore[ChatState](store.NewMemory(), session.WithCacheBytes(1, 1))
+	snaps := session.NewSnapshotStore[ChatState](store.NewMemory(), session.WithCacheBytes(0))
 	flow := chatFlow(agent.NewRegistry(), echoModel(), session.WithSnapshotStore(snaps), session.WithSnapshotCallback(session.SnapshotOn[ChatState](session.SnapshotEventTurnEnd)))
 	ctx := context.Background()
 	last := make([]string, conns)
@@ -229,4 +229,14 @@ func TestSessionFlowTurnsWithoutCache(t *testing.T) {
 			t.Errorf("connection %d: last snapshot holds %s", i, mustJSON(t, msgs))
 		}
 	}
+}
+
+func TestWithCacheBytesRefusesANegativeSize(t *testing.T) {
+	defer func() {
+		err, _ := recover().(error)
+		if !errors.Is(err, agent.ErrInvalidOption) || !strings.Contains(err.Error(), "WithCacheBytes(-1)") {
+			t.Errorf("NewSnapshotStore with WithCacheBytes(-1) panicked with %v, want ErrInvalidOption naming it", err)
+		}
+	}()
+	session.NewSnapshotStore[ChatState](store.NewMemory(), session.WithCacheBytes(-1))
 }
