@@ -102,9 +102,9 @@ type loaded struct {
 // hundredth of the cost at 100 turns); a miss costs them, and never changes what is
 // stored.
 const (
-	// defaultCacheBytes holds the snapshots of about 25,000 live two-turn chats (an
-	// entry is estimated at 2.5 kB for one with a 600-character answer): the 10,000
-	// sessions of BenchmarkSessionFlowConcurrent between their two turns, all hits.
+	// defaultCacheBytes holds the snapshots of some 19,000 live two-turn chats (an
+	// entry is estimated at 3.5 kB for one with 600-character answers), so the 10,000
+	// sessions of BenchmarkSessionFlowConcurrent all hit between their two turns.
 	// Two thirds are for the snapshots saved last, one third for decoded segments.
 	defaultCacheBytes = 96 << 20
 	// messageBytes is what a message takes in memory besides its JSON: measured at
@@ -160,7 +160,7 @@ func WithNamespace(ns string) SnapshotStoreOption {
 // (96 MiB unless set; 0 turns them off). The caches remember the snapshots saved last,
 // so that saving the next turn of a session neither loads its parent nor encodes its
 // whole conversation again, and decoded message segments. Size them for the sessions
-// that run at once: a two-turn chat takes about 2.5 kB, a 1,000-turn one about 2 MB.
+// that run at once: a two-turn chat takes about 3.5 kB, a 1,000-turn one 1.5 MB.
 // The size changes how much work a save does, never what it stores.
 func WithCacheBytes(n int) SnapshotStoreOption {
 	return snapshotStoreFunc(func(c *snapshotStoreConfig) error {
