@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -56,5 +57,26 @@ func TestMemoryOneIDCommittedToManySessions(t *testing.T) {
 	}
 	if listed, err := m.Sessions(t.Context(), "ns"); err != nil || !slices.Equal(listed, holders) {
 		t.Errorf("Sessions = %q, %v; want only the one holding the record, %q", listed, err, holders)
+	}
+}
+
+// TestMemoryLineOfAParentStoredLater continues a parent that is not stored yet, then
+// stores it in the same session: its line is taken all the same. (The memory store
+// keeps a line on the parent's record when there is one.)
+func TestMemoryLineOfAParentStoredLater(t *testing.T) {
+	m := store.NewMemory()
+	ctx := t.Context()
+	for _, r := range []store.Record{
+		{ID: "child", Session: "s", Parent: "parent", Turn: 1},
+		{ID: "parent", Session: "s", Turn: 0},
+	} {
+		if err := m.Commit(ctx, "ns", r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := m.Commit(ctx, "ns", store.Record{ID: "child2", Session: "s", Parent: "parent", Turn: 1}, nil)
+	var conflict *store.ConflictError
+	if !errors.As(err, &conflict) || conflict.Continued != "child" {
+		t.Errorf("continuing the parent again: %v, want a conflict with child", err)
 	}
 }
