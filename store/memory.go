@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // Memory is a Store that keeps everything in process memory. It suits tests and
@@ -12,10 +14,15 @@ import (
 //
 // Data is copied on the way in and on the way out, so neither a caller that reuses its
 // buffers after Commit nor one that edits what it read can change what is stored.
+//
+// There is no store-wide lock: records and blobs are in concurrent maps and each
+// session has its own lock, which a commit holds from its checks to its last write, so
+// that commits of different sessions proceed together and the line rule holds. A
+// record found by ID may precede by a moment its session's head, which waits for the
+// commit to end.
 type Memory struct {
-	mu     sync.RWMutex
-	closed bool
-	spaces map[string]*memSpace
+	closed atomic.Bool
+	spaces sync.Map // namespace -> *memSpace
 }
 
 var (
@@ -26,27 +33,69 @@ var (
 // memSpace is one namespace. Keeping namespaces in separate maps, rather than one map
 // keyed by a concatenation, is what makes them unable to see each other.
 type memSpace struct {
-	blobs    map[string][]byte
-	records  map[string]*memRecord
-	sessions map[string]*memSession
-	// lines maps a (session, parent) to the non-branch record that continued it.
-	lines map[memLine]string
-	bytes int64
+	blobs    sync.Map // key -> []byte
+	records  sync.Map // ID -> *memRecord
+	sessions sync.Map // name -> *memSession
+	// The counts and sizes of Stats.
+	nRecords, nBlobs, bytes atomic.Int64
 }
-
-type memLine struct{ session, parent string }
 
 type memRecord struct {
 	rec Record
 	seq uint64
+	// next is the non-branch record that continued this one in its session.
+	next string
 }
 
 // memSession holds a session's records sorted by (Turn, seq), so Records is a copy
-// rather than a sort.
+// rather than a sort. Its line (which parent a non-branch record continued) is kept
+// on the parents' records, not in a map of its own, which would cost an idle session
+// about 300 bytes more.
 type memSession struct {
+	mu     sync.RWMutex
 	order  []*memRecord
 	latest *memRecord
 	seq    uint64
+	// first is the non-branch record that started the session.
+	first string
+	// elsewhere maps the parents that are no records of the session (of another, or
+	// not stored) to the non-branch record that continued them; seldom any.
+	elsewhere map[string]string
+}
+
+// continuation returns the non-branch record that continued parent in the session
+// ss, named session, or "". The caller holds ss.mu.
+func (sp *memSpace) continuation(ss *memSession, session, parent string) string {
+	if parent == "" {
+		return ss.first
+	}
+	if mr := sp.own(session, parent); mr != nil {
+		return mr.next
+	}
+	return ss.elsewhere[parent]
+}
+
+// continued records that child continued parent in the session. The caller holds
+// ss.mu.
+func (sp *memSpace) continued(ss *memSession, session, parent, child string) {
+	if parent == "" {
+		ss.first = child
+	} else if mr := sp.own(session, parent); mr != nil {
+		mr.next = child
+	} else {
+		if ss.elsewhere == nil {
+			ss.elsewhere = map[string]string{}
+		}
+		ss.elsewhere[parent] = child
+	}
+}
+
+// own returns the record id if it is one of the session's.
+func (sp *memSpace) own(session, id string) *memRecord {
+	if v, ok := sp.records.Load(id); ok && v.(*memRecord).rec.Session == session {
+		return v.(*memRecord)
+	}
+	return nil
 }
 
 // Sizes the memory store charges for the fields the Badger store encodes in its keys
@@ -59,7 +108,25 @@ const (
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{spaces: map[string]*memSpace{}}
+	return &Memory{}
+}
+
+// space returns the namespace ns, or nil if nothing was committed to it.
+func (m *Memory) space(ns string) *memSpace {
+	if sp, ok := m.spaces.Load(ns); ok {
+		return sp.(*memSpace)
+	}
+	return nil
+}
+
+// session returns the named session of the namespace ns, or nil if it has no records.
+func (m *Memory) session(ns, name string) *memSession {
+	if sp := m.space(ns); sp != nil {
+		if ss, ok := sp.sessions.Load(name); ok {
+			return ss.(*memSession)
+		}
+	}
+	return nil
 }
 
 // Commit implements Store.
@@ -70,6 +137,9 @@ func (m *Memory) Commit(ctx context.Context, ns string, rec Record, blobs []Blob
 	if err := CheckCommit(ns, rec, blobs); err != nil {
 		return err
 	}
+	if m.closed.Load() {
+		return fmt.Errorf("commit record %q: %w", rec.ID, ErrClosed)
+	}
 	// Copy before taking the lock: the copies are needed anyway and the lock is then
 	// held only for map updates.
 	rec.Data = clone(rec.Data)
@@ -78,61 +148,58 @@ func (m *Memory) Commit(ctx context.Context, ns string, rec Record, blobs []Blob
 		owned[i] = Blob{Key: b.Key, Data: clone(b.Data)}
 	}
 
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return fmt.Errorf("commit record %q: %w", rec.ID, ErrClosed)
-	}
-	sp := m.spaces[ns]
-	if sp == nil {
-		sp = &memSpace{
-			blobs:    map[string][]byte{},
-			records:  map[string]*memRecord{},
-			sessions: map[string]*memSession{},
-			lines:    map[memLine]string{},
-		}
-		m.spaces[ns] = sp
-	}
-	if _, ok := sp.records[rec.ID]; ok {
+	v, _ := m.spaces.LoadOrStore(ns, &memSpace{})
+	sp := v.(*memSpace)
+	v, _ = sp.sessions.LoadOrStore(rec.Session, &memSession{})
+	ss := v.(*memSession)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if _, ok := sp.records.Load(rec.ID); ok {
 		return nil
 	}
-	line := memLine{rec.Session, rec.Parent}
 	if !rec.Branch {
-		if cont, taken := sp.lines[line]; taken {
-			return &ConflictError{Session: rec.Session, Parent: rec.Parent, Continued: cont, Head: sp.sessions[rec.Session].latest.rec.ID}
+		if cont := sp.continuation(ss, rec.Session, rec.Parent); cont != "" {
+			return &ConflictError{Session: rec.Session, Parent: rec.Parent, Continued: cont, Head: ss.latest.rec.ID}
 		}
-		sp.lines[line] = rec.ID
-		sp.bytes += int64(len(rec.Session) + len(rec.Parent) + len(rec.ID))
 	}
+	// Blobs before the record, so that a reader finding the record finds its blobs.
 	for _, b := range owned {
-		if _, ok := sp.blobs[b.Key]; ok {
-			continue
+		if _, loaded := sp.blobs.LoadOrStore(b.Key, b.Data); !loaded {
+			sp.nBlobs.Add(1)
+			sp.bytes.Add(int64(len(b.Key) + len(b.Data)))
 		}
-		sp.blobs[b.Key] = b.Data
-		sp.bytes += int64(len(b.Key) + len(b.Data))
-	}
-	ss := sp.sessions[rec.Session]
-	if ss == nil {
-		ss = &memSession{}
-		sp.sessions[rec.Session] = ss
-		// The session's head: its latest record ID and commit counter.
-		sp.bytes += int64(len(rec.Session) + memSeqBytes)
-	} else {
-		sp.bytes -= int64(len(ss.latest.rec.ID))
 	}
 	ss.seq++
 	mr := &memRecord{rec: rec, seq: ss.seq}
+	if _, loaded := sp.records.LoadOrStore(rec.ID, mr); loaded {
+		// Committed at the same time to another session (the lock is per session),
+		// which content-addressed IDs never are: the first stays, as if it came first.
+		return nil
+	}
+	sp.nRecords.Add(1)
+	// A record continued before it was stored keeps its line.
+	if child, ok := ss.elsewhere[rec.ID]; ok {
+		mr.next = child
+		delete(ss.elsewhere, rec.ID)
+	}
+	if !rec.Branch {
+		sp.continued(ss, rec.Session, rec.Parent, rec.ID)
+		sp.bytes.Add(int64(len(rec.Session) + len(rec.Parent) + len(rec.ID)))
+	}
+	if ss.latest == nil {
+		// The session's head: its latest record ID and commit counter.
+		sp.bytes.Add(int64(len(rec.Session) + memSeqBytes))
+	} else {
+		sp.bytes.Add(-int64(len(ss.latest.rec.ID)))
+	}
 	// Insert after every record of the same or an earlier turn: the new record has the
 	// highest seq, so that keeps ties in commit order.
 	i := sort.Search(len(ss.order), func(i int) bool { return ss.order[i].rec.Turn > rec.Turn })
-	ss.order = append(ss.order, nil)
-	copy(ss.order[i+1:], ss.order[i:])
-	ss.order[i] = mr
+	ss.order = slices.Insert(ss.order, i, mr)
 	ss.latest = mr
-	sp.records[rec.ID] = mr
-	sp.bytes += int64(len(rec.ID)) + // head
+	sp.bytes.Add(int64(len(rec.ID)) + // head
 		int64(len(rec.ID)+len(rec.Session)+len(rec.Parent)+memTurnSeqBytes+len(rec.Data)) + // record
-		int64(len(rec.Session)+memTurnSeqBytes+len(rec.ID)) // turn index entry
+		int64(len(rec.Session)+memTurnSeqBytes+len(rec.ID))) // turn index entry
 	return nil
 }
 
@@ -144,14 +211,12 @@ func (m *Memory) Record(ctx context.Context, ns, id string) (Record, error) {
 	if err := checkNamed("namespace", ns, "record ID", id); err != nil {
 		return Record{}, err
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.closed {
+	if m.closed.Load() {
 		return Record{}, fmt.Errorf("record %q: %w", id, ErrClosed)
 	}
-	if sp := m.spaces[ns]; sp != nil {
-		if mr := sp.records[id]; mr != nil {
-			return copyRecord(mr.rec), nil
+	if sp := m.space(ns); sp != nil {
+		if mr, ok := sp.records.Load(id); ok {
+			return copyRecord(mr.(*memRecord).rec), nil
 		}
 	}
 	return Record{}, fmt.Errorf("record %q in namespace %q: %w", id, ns, ErrNotFound)
@@ -165,19 +230,18 @@ func (m *Memory) Records(ctx context.Context, ns, session string) ([]Record, err
 	if err := checkNamed("namespace", ns, "session", session); err != nil {
 		return nil, err
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.closed {
+	if m.closed.Load() {
 		return nil, fmt.Errorf("records of session %q: %w", session, ErrClosed)
 	}
-	out := []Record{}
-	if sp := m.spaces[ns]; sp != nil {
-		if ss := sp.sessions[session]; ss != nil {
-			out = make([]Record, len(ss.order))
-			for i, mr := range ss.order {
-				out[i] = copyRecord(mr.rec)
-			}
-		}
+	ss := m.session(ns, session)
+	if ss == nil {
+		return []Record{}, nil
+	}
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	out := make([]Record, len(ss.order))
+	for i, mr := range ss.order {
+		out[i] = copyRecord(mr.rec)
 	}
 	return out, nil
 }
@@ -190,13 +254,15 @@ func (m *Memory) Head(ctx context.Context, ns, session string) (Record, error) {
 	if err := checkNamed("namespace", ns, "session", session); err != nil {
 		return Record{}, err
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.closed {
+	if m.closed.Load() {
 		return Record{}, fmt.Errorf("head of session %q: %w", session, ErrClosed)
 	}
-	if sp := m.spaces[ns]; sp != nil {
-		if ss := sp.sessions[session]; ss != nil {
+	if ss := m.session(ns, session); ss != nil {
+		ss.mu.RLock()
+		defer ss.mu.RUnlock()
+		// A session is created by the commit of its first record, which may yet
+		// store none (see hasRecords).
+		if ss.latest != nil {
 			return copyRecord(ss.latest.rec), nil
 		}
 	}
@@ -211,19 +277,29 @@ func (m *Memory) Sessions(ctx context.Context, ns string) ([]string, error) {
 	if err := checkNamed("namespace", ns); err != nil {
 		return nil, err
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.closed {
+	if m.closed.Load() {
 		return nil, fmt.Errorf("sessions of namespace %q: %w", ns, ErrClosed)
 	}
 	out := []string{}
-	if sp := m.spaces[ns]; sp != nil {
-		for id := range sp.sessions {
-			out = append(out, id)
-		}
+	if sp := m.space(ns); sp != nil {
+		sp.sessions.Range(func(id, ss any) bool {
+			if ss.(*memSession).hasRecords() {
+				out = append(out, id.(string))
+			}
+			return true
+		})
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out, nil
+}
+
+// hasRecords reports whether a commit has given the session a record: a session is
+// created by the commit of its first record, which may yet store none (a record ID
+// committed at once to another session).
+func (ss *memSession) hasRecords() bool {
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	return ss.latest != nil
 }
 
 // Blob implements Store.
@@ -234,14 +310,12 @@ func (m *Memory) Blob(ctx context.Context, ns, key string) ([]byte, error) {
 	if err := checkNamed("namespace", ns, "blob key", key); err != nil {
 		return nil, err
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.closed {
+	if m.closed.Load() {
 		return nil, fmt.Errorf("blob %q: %w", key, ErrClosed)
 	}
-	if sp := m.spaces[ns]; sp != nil {
-		if data, ok := sp.blobs[key]; ok {
-			return clone(data), nil
+	if sp := m.space(ns); sp != nil {
+		if data, ok := sp.blobs.Load(key); ok {
+			return clone(data.([]byte)), nil
 		}
 	}
 	return nil, fmt.Errorf("blob %q in namespace %q: %w", key, ns, ErrNotFound)
@@ -255,24 +329,21 @@ func (m *Memory) Stats(ctx context.Context, ns string) (Stats, error) {
 	if err := checkNamed("namespace", ns); err != nil {
 		return Stats{}, err
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.closed {
+	if m.closed.Load() {
 		return Stats{}, fmt.Errorf("stats of namespace %q: %w", ns, ErrClosed)
 	}
-	sp := m.spaces[ns]
+	sp := m.space(ns)
 	if sp == nil {
 		return Stats{}, nil
 	}
-	return Stats{Records: len(sp.records), Blobs: len(sp.blobs), Bytes: sp.bytes}, nil
+	return Stats{Records: int(sp.nRecords.Load()), Blobs: int(sp.nBlobs.Load()), Bytes: sp.bytes.Load()}, nil
 }
 
-// Close drops everything the store holds. Closing twice is harmless.
+// Close drops everything the store holds. Closing twice is harmless. A call running
+// when Close is called may still complete.
 func (m *Memory) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.closed = true
-	m.spaces = nil
+	m.closed.Store(true)
+	m.spaces.Clear()
 	return nil
 }
 

@@ -72,8 +72,9 @@ func TestBidiEchoAndRegistration(t *testing.T) {
 		}
 	}
 	conn.Close()
-	out, err := conn.Output()
+	// Read everything first: Output discards what is still streamed.
 	<-readDone
+	out, err := conn.Output()
 	if err != nil || out != "processed 2 messages" {
 		t.Fatalf("output = %q, %v", out, err)
 	}
