@@ -314,46 +314,25 @@ func TestCurlReadsAnSSETurn(t *testing.T) {
 var (
 	npmOnce    sync.Once
 	npmDir     string
-	npmErr     error
 	nodeBinary string
 )
 
 // clients returns a directory holding the JavaScript clients with their packages
-// installed: a copy of testdata/clients, so node_modules never lands in the
-// repository, installed by npm ci once per test binary. Without TERRARIUM_NPM_TESTS,
+// installed, once per test binary, from testdata/clients. Without TERRARIUM_NPM_TESTS,
 // node or npm, the test skips (or fails in CI).
 func clients(t *testing.T) string {
 	t.Helper()
-	node, npm := testenv.NeedNPM(t)
+	testenv.NeedNPM(t)
 	npmOnce.Do(func() {
-		nodeBinary = node
-		npmDir, npmErr = os.MkdirTemp(binDir, "clients")
-		if npmErr != nil {
-			return
+		dir := filepath.Join(binDir, "clients")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
 		}
-		files, _ := filepath.Glob("testdata/clients/*")
-		for _, f := range files {
-			if info, err := os.Stat(f); err != nil || info.IsDir() {
-				continue // a node_modules of someone's own install
-			}
-			data, err := os.ReadFile(f)
-			if err == nil {
-				err = os.WriteFile(filepath.Join(npmDir, filepath.Base(f)), data, 0o644)
-			}
-			if err != nil {
-				npmErr = err
-				return
-			}
-		}
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = npmDir
-		cmd.Env = append(os.Environ(), "NO_UPDATE_NOTIFIER=1", "npm_config_update_notifier=false")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			npmErr = fmt.Errorf("npm ci: %v\n%s", err, out)
-		}
+		nodeBinary = testenv.NPMInstallIn(t, "testdata/clients", dir)
+		npmDir = dir
 	})
-	if npmErr != nil {
-		t.Fatal(npmErr)
+	if npmDir == "" {
+		t.Fatal("the JavaScript clients failed to install in an earlier test")
 	}
 	return npmDir
 }

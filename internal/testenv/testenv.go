@@ -56,8 +56,16 @@ func NeedNPM(t testing.TB) (node, npm string) {
 // the directory and the path of node.
 func NPMInstall(t testing.TB, src string) (dir, node string) {
 	t.Helper()
-	node, npm := NeedNPM(t)
 	dir = t.TempDir()
+	return dir, NPMInstallIn(t, src, dir)
+}
+
+// NPMInstallIn is NPMInstall into the existing directory dir, for tests that share one
+// install (made once, in a directory that outlives the first test). It returns the
+// path of node.
+func NPMInstallIn(t testing.TB, src, dir string) (node string) {
+	t.Helper()
+	node, npm := NeedNPM(t)
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)
@@ -85,5 +93,5 @@ func NPMInstall(t testing.TB, src string) (dir, node string) {
 		t.Fatalf("npm ci in a copy of %s: %v\n%s", src, err, out)
 	}
 	t.Logf("npm ci (%s): %v", src, time.Since(start).Round(time.Millisecond))
-	return dir, node
+	return node
 }
