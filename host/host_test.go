@@ -233,6 +233,26 @@ func call(t *testing.T, ctx context.Context, r *agent.Registry, tool string, inp
 	return res
 }
 
+// TestPluginToolContent checks that the content parts a plugin's tool answers with
+// reach the model as the tool response's content.
+func TestPluginToolContent(t *testing.T) {
+	h, r := newHost(t)
+	load(t, h, "testdata/hostcheck", host.Manifest{})
+	model := testmodel.Define(r, "test/model")
+	model.Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "hostcheck/picture", Ref: "c1", Input: map[string]any{"text": "A red square."}}))
+	model.ReplyText("seen")
+	if _, err := agent.Generate(context.Background(), r, agent.WithModelName("test/model"), agent.WithPrompt("draw"), agent.WithToolNames("hostcheck/picture")); err != nil {
+		t.Fatal(err)
+	}
+	msgs := model.LastRequest().Messages
+	got, _ := json.Marshal(msgs[len(msgs)-1])
+	want := `{"role":"tool","content":[{"toolResponse":{"ref":"c1","name":"hostcheck/picture","output":"drawn","content":[` +
+		`{"text":"A red square."},{"media":{"url":"data:image/png;base64,iVBORw0KGgo=","contentType":"image/png"}}]}}]}`
+	if string(got) != want {
+		t.Errorf("the tool message the model got = %s\nwant %s", got, want)
+	}
+}
+
 func wantCode(t *testing.T, what string, res result, code abi.ErrorCode) {
 	t.Helper()
 	if res.Error == nil || res.Error.Code != code {
