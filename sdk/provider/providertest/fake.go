@@ -92,7 +92,8 @@ type Call struct {
 // Reply is the fake model: it answers a request deterministically by these rules, in
 // order (it is not a language model):
 //
-//  1. when the messages after the last one holding a tool request hold tool responses:
+//  1. when the messages after the last one holding a tool request hold tool responses
+//     and no model message (the model has not answered them yet):
 //     "Tool results: " followed by each response's output (a string as it is, another
 //     value as JSON) and the text of its content parts, the responses separated by
 //     "; ", and " [N image(s)]" for the media in those messages;
@@ -162,7 +163,8 @@ func Reply(req *Request) *Answer {
 }
 
 // toolResults returns the texts of the tool responses after the last tool request
-// (rule 1), and how many media parts those messages hold.
+// that the model has not answered (rule 1), and how many media parts those messages
+// hold.
 func toolResults(msgs []*abi.Message) ([]string, int) {
 	start := 0
 	for i, m := range msgs {
@@ -172,6 +174,9 @@ func toolResults(msgs []*abi.Message) ([]string, int) {
 	}
 	var results []string
 	for _, m := range msgs[start:] {
+		if m.Role == abi.RoleModel {
+			return nil, 0 // the model answered the results already
+		}
 		for _, r := range m.ToolResponses() {
 			var texts []string
 			switch o := r.Output.(type) {
@@ -293,18 +298,18 @@ func fold(name string) string {
 	return b.String()
 }
 
-// Words splits text into words, each keeping the white space after it, so that the
-// words joined are the text: the pieces the fake streams.
+// Words splits text into words, each keeping the white space after it (the first also
+// any before it), so that the words joined are the text: the pieces the fake streams.
 func Words(text string) []string {
 	var out []string
-	start, inSpace := 0, false
+	start, inSpace, word := 0, false, false
 	for i, r := range text {
 		sp := unicode.IsSpace(r)
-		if !sp && inSpace {
+		if !sp && inSpace && word {
 			out = append(out, text[start:i])
 			start = i
 		}
-		inSpace = sp
+		inSpace, word = sp, word || !sp
 	}
 	if start < len(text) {
 		out = append(out, text[start:])
