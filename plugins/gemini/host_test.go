@@ -8,13 +8,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/terrarium-ai/terrarium/abi"
@@ -59,46 +55,39 @@ func TestModelResourceNames(t *testing.T) {
 	}
 }
 
-// served is one request a test server received.
-type served struct {
-	Method, Path, Query, Key, ContentType string
-	Body                                  map[string]any
-}
-
-// readRequest decodes what a test server received.
-func readRequest(t *testing.T, r *http.Request) served {
-	var body map[string]any
-	b, _ := io.ReadAll(r.Body)
-	if err := json.Unmarshal(b, &body); err != nil {
-		t.Errorf("request body: %v: %s", err, b)
-	}
-	return served{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("x-goog-api-key"), r.Header.Get("Content-Type"), body}
-}
-
-// checkHead checks the method, path, query and key of a request.
-func checkHead(t *testing.T, s served, path, query string) {
+// checkPath checks that a request calls the API's method on model.
+func checkPath(t *testing.T, r *http.Request, model, method string) {
 	t.Helper()
-	if s.Method != "POST" || s.Path != path || s.Query != query || s.Key != providertest.TestKey || !strings.HasPrefix(s.ContentType, "application/json") {
-		t.Errorf("request head = %s %s?%s key %q type %q, want POST %s?%s key %q", s.Method, s.Path, s.Query, s.Key, s.ContentType, path, query, providertest.TestKey)
+	if want := "/v1beta/models/" + model + ":" + method; r.URL.Path != want {
+		t.Errorf("request to %s, want %s", r.URL.Path, want)
 	}
+}
+
+// events frames the JSON of GenerateContentResponses as Gemini's server-sent events.
+func events(data ...string) func(http.ResponseWriter) {
+	for i, d := range data {
+		data[i] = "data: " + strings.Join(strings.Fields(d), " ") + "\r\n\r\n"
+	}
+	return providertest.ReplyEvents(data...)
 }
 
 func TestGenerateText(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := readRequest(t, r)
-		checkHead(t, s, "/v1beta/models/gemini-2.5-flash:generateContent", "")
-		providertest.JSONEq(t, "systemInstruction", s.Body["systemInstruction"], `{"parts":[{"text":"Answer in one word."}]}`)
-		providertest.JSONEq(t, "contents", s.Body["contents"], `[{"role":"user","parts":[{"text":"Capital of France?"}]}]`)
-		providertest.JSONEq(t, "generationConfig", s.Body["generationConfig"],
-			`{"temperature":0.5,"maxOutputTokens":100,"topK":3,"topP":0.9,"candidateCount":1,"stopSequences":["END"],"thinkingConfig":{"thinkingBudget":0}}`)
-		providertest.JSONEq(t, "safetySettings", s.Body["safetySettings"], `[{"category":"HARM_CATEGORY_HATE_SPEECH","threshold":"BLOCK_ONLY_HIGH"}]`)
-		providertest.JSONEq(t, "cachedContent", s.Body["cachedContent"], `"cachedContents/abc"`)
-		providertest.JSONEq(t, "tools", s.Body["tools"], `[{"googleSearch":{}}]`)
-		if _, ok := s.Body["googleSearch"]; ok {
-			t.Error("googleSearch was passed as a top-level key")
-		}
-		providertest.ReplyJSON(200, `{
+	srv := gemini.Script(t, providertest.Exchange{
+		Check: func(t *testing.T, r *http.Request, body map[string]any) {
+			checkPath(t, r, "gemini-2.5-flash", "generateContent")
+			providertest.JSONEq(t, "systemInstruction", body["systemInstruction"], `{"parts":[{"text":"Answer in one word."}]}`)
+			providertest.JSONEq(t, "contents", body["contents"], `[{"role":"user","parts":[{"text":"Capital of France?"}]}]`)
+			providertest.JSONEq(t, "generationConfig", body["generationConfig"],
+				`{"temperature":0.5,"maxOutputTokens":100,"topK":3,"topP":0.9,"candidateCount":1,"stopSequences":["END"],"thinkingConfig":{"thinkingBudget":0}}`)
+			providertest.JSONEq(t, "safetySettings", body["safetySettings"], `[{"category":"HARM_CATEGORY_HATE_SPEECH","threshold":"BLOCK_ONLY_HIGH"}]`)
+			providertest.JSONEq(t, "cachedContent", body["cachedContent"], `"cachedContents/abc"`)
+			providertest.JSONEq(t, "tools", body["tools"], `[{"googleSearch":{}}]`)
+			if _, ok := body["googleSearch"]; ok {
+				t.Error("googleSearch was passed as a top-level key")
+			}
+		},
+		Reply: providertest.ReplyJSON(200, `{
 		  "candidates": [{
 		    "content": {"parts": [{"text": "Paris."}], "role": "model"},
 		    "finishReason": "STOP",
@@ -108,9 +97,8 @@ func TestGenerateText(t *testing.T) {
 		  "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 2, "totalTokenCount": 11, "cachedContentTokenCount": 4},
 		  "modelVersion": "gemini-2.5-flash",
 		  "responseId": "abc123"
-		}`)(w)
-	}))
-	defer srv.Close()
+		}`),
+	})
 	r, _ := gemini.Load(t, srv.URL, nil)
 	resp, err := agent.Generate(t.Context(), r,
 		agent.WithModelName("gemini/gemini-2.5-flash"),
@@ -138,19 +126,19 @@ func TestGenerateText(t *testing.T) {
 
 func TestGenerateMultiTurnWithMedia(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := readRequest(t, r)
-		checkHead(t, s, "/v1beta/models/gemini-2.5-pro:generateContent", "")
-		providertest.JSONEq(t, "systemInstruction", s.Body["systemInstruction"], `{"parts":[{"text":"You are terse."},{"text":"Never lie."}]}`)
-		providertest.JSONEq(t, "contents", s.Body["contents"], `[
-		  {"role":"user","parts":[{"text":"My name is Ada. Here is my cat:"},
-		    {"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}},
-		    {"fileData":{"fileUri":"https://example.com/cat.mp4","mimeType":"video/mp4"},"videoMetadata":{"startOffset":"1s"}}]},
-		  {"role":"model","parts":[{"text":"Noting the name.","thought":true,"thoughtSignature":"c2ln"},{"text":"Hello Ada, nice cat."}]},
-		  {"role":"user","parts":[{"text":"What is my name?"}]}]`)
-		providertest.ReplyJSON(200, `{"candidates":[{"content":{"parts":[{"text":"Ada."}],"role":"model"},"finishReason":"STOP","index":0}]}`)(w)
-	}))
-	defer srv.Close()
+	srv := gemini.Script(t, providertest.Exchange{
+		Check: func(t *testing.T, r *http.Request, body map[string]any) {
+			checkPath(t, r, "gemini-2.5-pro", "generateContent")
+			providertest.JSONEq(t, "systemInstruction", body["systemInstruction"], `{"parts":[{"text":"You are terse."},{"text":"Never lie."}]}`)
+			providertest.JSONEq(t, "contents", body["contents"], `[
+			  {"role":"user","parts":[{"text":"My name is Ada. Here is my cat:"},
+			    {"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}},
+			    {"fileData":{"fileUri":"https://example.com/cat.mp4","mimeType":"video/mp4"},"videoMetadata":{"startOffset":"1s"}}]},
+			  {"role":"model","parts":[{"text":"Noting the name.","thought":true,"thoughtSignature":"c2ln"},{"text":"Hello Ada, nice cat."}]},
+			  {"role":"user","parts":[{"text":"What is my name?"}]}]`)
+		},
+		Reply: providertest.ReplyJSON(200, `{"candidates":[{"content":{"parts":[{"text":"Ada."}],"role":"model"},"finishReason":"STOP","index":0}]}`),
+	})
 	r, _ := gemini.Load(t, srv.URL, nil)
 	video := abi.NewMediaPart("video/mp4", "https://example.com/cat.mp4")
 	video.Metadata = map[string]any{"videoMetadata": map[string]any{"startOffset": "1s"}}
@@ -181,37 +169,39 @@ type WeatherIn struct {
 
 func TestGenerateWithTools(t *testing.T) {
 	t.Parallel()
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := readRequest(t, r)
-		checkHead(t, s, "/v1beta/models/gemini-2.5-flash:generateContent", "")
-		decl := providertest.Field(s.Body, "tools", 0, "functionDeclarations", 0)
+	checkTools := func(t *testing.T, r *http.Request, body map[string]any) {
+		t.Helper()
+		checkPath(t, r, "gemini-2.5-flash", "generateContent")
+		decl := providertest.Field(body, "tools", 0, "functionDeclarations", 0)
 		if providertest.Field(decl, "name") != "weather__now" || providertest.Field(decl, "description") != "Current weather in a city." ||
 			providertest.Field(decl, "parametersJsonSchema", "properties", "city", "type") != "string" {
 			t.Errorf("declaration = %v", decl)
 		}
-		providertest.JSONEq(t, "toolConfig", s.Body["toolConfig"], `{"functionCallingConfig":{"mode":"AUTO"}}`)
-		switch calls.Add(1) {
-		case 1:
-			providertest.JSONEq(t, "contents", s.Body["contents"], `[{"role":"user","parts":[{"text":"Weather in Paris?"}]}]`)
-			providertest.ReplyJSON(200, `{"candidates":[{"content":{"parts":[
+		providertest.JSONEq(t, "toolConfig", body["toolConfig"], `{"functionCallingConfig":{"mode":"AUTO"}}`)
+	}
+	srv := gemini.Script(t,
+		providertest.Exchange{
+			Check: func(t *testing.T, r *http.Request, body map[string]any) {
+				checkTools(t, r, body)
+				providertest.JSONEq(t, "contents", body["contents"], `[{"role":"user","parts":[{"text":"Weather in Paris?"}]}]`)
+			},
+			Reply: providertest.ReplyJSON(200, `{"candidates":[{"content":{"parts":[
 			  {"text":"Let me check."},
 			  {"functionCall":{"name":"weather__now","args":{"city":"Paris"}},"thoughtSignature":"c2lnLTE="}],"role":"model"},
-			  "finishReason":"STOP","index":0}]}`)(w)
-		case 2:
+			  "finishReason":"STOP","index":0}]}`),
+		},
+		providertest.Exchange{
 			// The call goes back with its signature and without a made-up id; the
 			// response answers it by name.
-			providertest.JSONEq(t, "contents", s.Body["contents"], `[
-			  {"role":"user","parts":[{"text":"Weather in Paris?"}]},
-			  {"role":"model","parts":[{"text":"Let me check."},{"functionCall":{"name":"weather__now","args":{"city":"Paris"}},"thoughtSignature":"c2lnLTE="}]},
-			  {"role":"user","parts":[{"functionResponse":{"name":"weather__now","response":{"celsius":21,"sky":"sunny"}}}]}]`)
-			providertest.ReplyJSON(200, `{"candidates":[{"content":{"parts":[{"text":"21°C and sunny."}],"role":"model"},"finishReason":"STOP","index":0}]}`)(w)
-		default:
-			t.Error("too many requests")
-			w.WriteHeader(500)
-		}
-	}))
-	defer srv.Close()
+			Check: func(t *testing.T, r *http.Request, body map[string]any) {
+				checkTools(t, r, body)
+				providertest.JSONEq(t, "contents", body["contents"], `[
+				  {"role":"user","parts":[{"text":"Weather in Paris?"}]},
+				  {"role":"model","parts":[{"text":"Let me check."},{"functionCall":{"name":"weather__now","args":{"city":"Paris"}},"thoughtSignature":"c2lnLTE="}]},
+				  {"role":"user","parts":[{"functionResponse":{"name":"weather__now","response":{"celsius":21,"sky":"sunny"}}}]}]`)
+			},
+			Reply: providertest.ReplyJSON(200, `{"candidates":[{"content":{"parts":[{"text":"21°C and sunny."}],"role":"model"},"finishReason":"STOP","index":0}]}`),
+		})
 	r, _ := gemini.Load(t, srv.URL, nil)
 	var got []WeatherIn
 	weather := agent.NewTool("weather/now", "Current weather in a city.", func(_ context.Context, in WeatherIn) (map[string]any, error) {
@@ -234,24 +224,26 @@ func TestGenerateWithTools(t *testing.T) {
 
 func TestGenerateWithParallelToolCallsWithIDs(t *testing.T) {
 	t.Parallel()
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := readRequest(t, r)
-		if calls.Add(1) == 1 {
-			providertest.JSONEq(t, "toolConfig", s.Body["toolConfig"], `{"functionCallingConfig":{"mode":"ANY"}}`)
-			providertest.ReplyJSON(200, `{"candidates":[{"content":{"parts":[
+	srv := gemini.Script(t,
+		providertest.Exchange{
+			Check: func(t *testing.T, r *http.Request, body map[string]any) {
+				providertest.JSONEq(t, "toolConfig", body["toolConfig"], `{"functionCallingConfig":{"mode":"ANY"}}`)
+			},
+			Reply: providertest.ReplyJSON(200, `{"candidates":[{"content":{"parts":[
 			  {"functionCall":{"id":"fc-1","name":"weather__now","args":{"city":"Paris"}},"thoughtSignature":"c2ln"},
-			  {"functionCall":{"id":"fc-2","name":"clock.utc","args":{}}}],"role":"model"},"finishReason":"STOP","index":0}]}`)(w)
-			return
-		}
-		providertest.JSONEq(t, "contents[1:]", providertest.Field(s.Body, "contents").([]any)[1:], `[
-		  {"role":"model","parts":[{"functionCall":{"id":"fc-1","name":"weather__now","args":{"city":"Paris"}},"thoughtSignature":"c2ln"},
-		    {"functionCall":{"id":"fc-2","name":"clock.utc","args":{}}}]},
-		  {"role":"user","parts":[{"functionResponse":{"id":"fc-1","name":"weather__now","response":{"output":"sunny"}}},
-		    {"functionResponse":{"id":"fc-2","name":"clock.utc","response":{"output":"12:00"}}}]}]`)
-		providertest.ReplyJSON(200, `{"candidates":[{"content":{"parts":[{"text":"Sunny at noon."}],"role":"model"},"finishReason":"STOP","index":0}]}`)(w)
-	}))
-	defer srv.Close()
+			  {"functionCall":{"id":"fc-2","name":"clock.utc","args":{}}}],"role":"model"},"finishReason":"STOP","index":0}]}`),
+		},
+		providertest.Exchange{
+			Check: func(t *testing.T, r *http.Request, body map[string]any) {
+				contents, _ := body["contents"].([]any)
+				providertest.JSONEq(t, "contents[1:]", contents[1:], `[
+				  {"role":"model","parts":[{"functionCall":{"id":"fc-1","name":"weather__now","args":{"city":"Paris"}},"thoughtSignature":"c2ln"},
+				    {"functionCall":{"id":"fc-2","name":"clock.utc","args":{}}}]},
+				  {"role":"user","parts":[{"functionResponse":{"id":"fc-1","name":"weather__now","response":{"output":"sunny"}}},
+				    {"functionResponse":{"id":"fc-2","name":"clock.utc","response":{"output":"12:00"}}}]}]`)
+			},
+			Reply: providertest.ReplyJSON(200, `{"candidates":[{"content":{"parts":[{"text":"Sunny at noon."}],"role":"model"},"finishReason":"STOP","index":0}]}`),
+		})
 	r, _ := gemini.Load(t, srv.URL, nil)
 	weather := agent.NewTool("weather/now", "Weather.", func(_ context.Context, in WeatherIn) (string, error) { return "sunny", nil })
 	clock := agent.NewTool("clock.utc", "Time.", func(context.Context, struct{}) (string, error) { return "12:00", nil })
@@ -262,8 +254,8 @@ func TestGenerateWithParallelToolCallsWithIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Text() != "Sunny at noon." || calls.Load() != 2 {
-		t.Errorf("text %q after %d requests", resp.Text(), calls.Load())
+	if resp.Text() != "Sunny at noon." {
+		t.Errorf("text %q", resp.Text())
 	}
 }
 
@@ -275,18 +267,18 @@ type Weather struct {
 
 func TestGenerateJSONOutput(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := readRequest(t, r)
-		gen := s.Body["generationConfig"]
-		if providertest.Field(gen, "responseMimeType") != "application/json" || providertest.Field(gen, "responseJsonSchema", "type") != "object" ||
-			providertest.Field(gen, "responseJsonSchema", "properties", "celsius", "type") != "number" {
-			t.Errorf("generationConfig = %v", gen)
-		}
-		// Constrained natively: no format instructions in the prompt.
-		providertest.JSONEq(t, "contents", s.Body["contents"], `[{"role":"user","parts":[{"text":"Weather in Oslo?"}]}]`)
-		providertest.ReplyJSON(200, `{"candidates":[{"content":{"parts":[{"text":"{\"city\": \"Oslo\", \"celsius\": -3.5}"}],"role":"model"},"finishReason":"STOP","index":0}]}`)(w)
-	}))
-	defer srv.Close()
+	srv := gemini.Script(t, providertest.Exchange{
+		Check: func(t *testing.T, r *http.Request, body map[string]any) {
+			gen := body["generationConfig"]
+			if providertest.Field(gen, "responseMimeType") != "application/json" || providertest.Field(gen, "responseJsonSchema", "type") != "object" ||
+				providertest.Field(gen, "responseJsonSchema", "properties", "celsius", "type") != "number" {
+				t.Errorf("generationConfig = %v", gen)
+			}
+			// Constrained natively: no format instructions in the prompt.
+			providertest.JSONEq(t, "contents", body["contents"], `[{"role":"user","parts":[{"text":"Weather in Oslo?"}]}]`)
+		},
+		Reply: providertest.ReplyJSON(200, `{"candidates":[{"content":{"parts":[{"text":"{\"city\": \"Oslo\", \"celsius\": -3.5}"}],"role":"model"},"finishReason":"STOP","index":0}]}`),
+	})
 	r, _ := gemini.Load(t, srv.URL, nil)
 	out, _, err := agent.GenerateData[Weather](t.Context(), r, agent.WithModelName("gemini/gemini-2.5-flash"), agent.WithPrompt("Weather in Oslo?"))
 	if err != nil {
@@ -297,28 +289,23 @@ func TestGenerateJSONOutput(t *testing.T) {
 	}
 }
 
-// writeEvent writes one server-sent event in Gemini's framing and flushes it.
-func writeEvent(w http.ResponseWriter, data string) {
-	fmt.Fprintf(w, "data: %s\r\n\r\n", strings.Join(strings.Fields(data), " "))
-	w.(http.Flusher).Flush()
-}
-
 // TestGenerateStream checks a streamed answer's chunks: a thought, text with a
 // thoughtSignature, and the usage of the last event.
 func TestGenerateStream(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := readRequest(t, r)
-		checkHead(t, s, "/v1beta/models/gemini-2.5-flash:streamGenerateContent", "alt=sse")
-		providertest.JSONEq(t, "contents", s.Body["contents"], `[{"role":"user","parts":[{"text":"Say hello"}]}]`)
-		w.Header().Set("Content-Type", "text/event-stream")
-		writeEvent(w, `{"candidates":[{"content":{"parts":[{"text":"The user wants a greeting.","thought":true}],"role":"model"},"index":0}]}`)
-		writeEvent(w, `{"candidates":[{"content":{"parts":[{"text":"Hello"}],"role":"model"},"index":0}]}`)
-		writeEvent(w, `{"candidates":[{"content":{"parts":[{"text":", world"}],"role":"model"},"index":0}]}`)
-		writeEvent(w, `{"candidates":[{"content":{"parts":[{"text":"!","thoughtSignature":"c2ln"}],"role":"model"},"finishReason":"STOP","index":0}],
-		  "usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":4,"totalTokenCount":17,"thoughtsTokenCount":10},"modelVersion":"gemini-2.5-flash"}`)
-	}))
-	defer srv.Close()
+	srv := gemini.Script(t, providertest.Exchange{
+		Check: func(t *testing.T, r *http.Request, body map[string]any) {
+			checkPath(t, r, "gemini-2.5-flash", "streamGenerateContent")
+			providertest.JSONEq(t, "contents", body["contents"], `[{"role":"user","parts":[{"text":"Say hello"}]}]`)
+		},
+		Reply: events(
+			`{"candidates":[{"content":{"parts":[{"text":"The user wants a greeting.","thought":true}],"role":"model"},"index":0}]}`,
+			`{"candidates":[{"content":{"parts":[{"text":"Hello"}],"role":"model"},"index":0}]}`,
+			`{"candidates":[{"content":{"parts":[{"text":", world"}],"role":"model"},"index":0}]}`,
+			`{"candidates":[{"content":{"parts":[{"text":"!","thoughtSignature":"c2ln"}],"role":"model"},"finishReason":"STOP","index":0}],
+		  "usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":4,"totalTokenCount":17,"thoughtsTokenCount":10},"modelVersion":"gemini-2.5-flash"}`,
+		),
+	})
 	r, _ := gemini.Load(t, srv.URL, nil)
 	var chunks []string
 	var final *abi.GenerateResponse
@@ -349,17 +336,18 @@ func TestGenerateStream(t *testing.T) {
 
 func TestGenerateStreamPartialToolCall(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := readRequest(t, r)
-		checkHead(t, s, "/v1beta/models/gemini-3-pro-preview:streamGenerateContent", "alt=sse")
-		providertest.JSONEq(t, "toolConfig", s.Body["toolConfig"], `{"functionCallingConfig":{"mode":"AUTO","streamFunctionCallArguments":true}}`)
-		w.Header().Set("Content-Type", "text/event-stream")
-		writeEvent(w, `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"weather__now","willContinue":true},"thoughtSignature":"c2ln"}],"role":"model"},"index":0}]}`)
-		writeEvent(w, `{"candidates":[{"content":{"parts":[{"functionCall":{"partialArgs":[{"jsonPath":"$.city","stringValue":"Par","willContinue":true}],"willContinue":true}}],"role":"model"},"index":0}]}`)
-		writeEvent(w, `{"candidates":[{"content":{"parts":[{"functionCall":{"partialArgs":[{"jsonPath":"$.city","stringValue":"is"},{"jsonPath":"$.days","numberValue":3}],"willContinue":true}}],"role":"model"},"index":0}]}`)
-		writeEvent(w, `{"candidates":[{"content":{"parts":[{"functionCall":{}}],"role":"model"},"finishReason":"STOP","index":0}]}`)
-	}))
-	defer srv.Close()
+	srv := gemini.Script(t, providertest.Exchange{
+		Check: func(t *testing.T, r *http.Request, body map[string]any) {
+			checkPath(t, r, "gemini-3-pro-preview", "streamGenerateContent")
+			providertest.JSONEq(t, "toolConfig", body["toolConfig"], `{"functionCallingConfig":{"mode":"AUTO","streamFunctionCallArguments":true}}`)
+		},
+		Reply: events(
+			`{"candidates":[{"content":{"parts":[{"functionCall":{"name":"weather__now","willContinue":true},"thoughtSignature":"c2ln"}],"role":"model"},"index":0}]}`,
+			`{"candidates":[{"content":{"parts":[{"functionCall":{"partialArgs":[{"jsonPath":"$.city","stringValue":"Par","willContinue":true}],"willContinue":true}}],"role":"model"},"index":0}]}`,
+			`{"candidates":[{"content":{"parts":[{"functionCall":{"partialArgs":[{"jsonPath":"$.city","stringValue":"is"},{"jsonPath":"$.days","numberValue":3}],"willContinue":true}}],"role":"model"},"index":0}]}`,
+			`{"candidates":[{"content":{"parts":[{"functionCall":{}}],"role":"model"},"finishReason":"STOP","index":0}]}`,
+		),
+	})
 	r, _ := gemini.Load(t, srv.URL, map[string]string{"models": "gemini-3-pro-preview"})
 	weather := agent.NewTool("weather/now", "Weather.", func(_ context.Context, in WeatherIn) (string, error) { return "sunny", nil })
 	var inputs []string
@@ -400,45 +388,29 @@ func TestGenerateStreamPartialToolCall(t *testing.T) {
 // delay of a RetryInfo detail, and a Retry-After header winning over it.
 func TestGenerateErrors(t *testing.T) {
 	t.Parallel()
-	type answer struct {
-		status int
-		header map[string]string
-		body   string
-	}
-	answers := map[string]answer{
-		"bad-request": {400, nil, `{"error":{"code":400,"message":"Invalid value at 'generation_config.temperature'","status":"INVALID_ARGUMENT"}}`},
-		"quota": {429, nil, `{"error":{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED","details":[
+	srv := gemini.Script(t,
+		providertest.Exchange{Reply: providertest.ReplyJSON(400,
+			`{"error":{"code":400,"message":"Invalid value at 'generation_config.temperature'","status":"INVALID_ARGUMENT"}}`)},
+		providertest.Exchange{Reply: providertest.ReplyJSON(429, `{"error":{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED","details":[
 		  {"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests"}]},
-		  {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"15s"}]}}`},
-		"quota-header": {429, map[string]string{"Retry-After": "7"}, `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED",
-		  "details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"15s"}]}}`},
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		model, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/v1beta/models/"), ":")
-		a := answers[model]
-		for k, v := range a.header {
-			w.Header().Set(k, v)
-		}
-		providertest.ReplyJSON(a.status, a.body)(w)
-	}))
-	defer srv.Close()
-	r, _ := gemini.Load(t, srv.URL, map[string]string{"models": "bad-request,quota,quota-header"})
-	for _, tc := range []struct {
-		model string
-		want  abi.Error
-	}{
-		{"bad-request", abi.Error{Code: abi.CodeInvalidInput, Status: 400, Message: "gemini: Invalid value at 'generation_config.temperature'"}},
-		{"quota", abi.Error{Code: abi.CodeLimitExceeded, Status: 429, Message: "gemini: You exceeded your current quota.", RetryAfter: 15}},
-		{"quota-header", abi.Error{Code: abi.CodeLimitExceeded, Status: 429, Message: "gemini: Resource has been exhausted (e.g. check quota).", RetryAfter: 7}},
+		  {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"15s"}]}}`)},
+		providertest.Exchange{Reply: providertest.ReplyJSON(429, `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED",
+		  "details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"15s"}]}}`, "Retry-After", "7")},
+	)
+	r, _ := gemini.Load(t, srv.URL, nil)
+	for _, want := range []abi.Error{
+		{Code: abi.CodeInvalidInput, Status: 400, Message: "gemini: Invalid value at 'generation_config.temperature'"},
+		{Code: abi.CodeLimitExceeded, Status: 429, Message: "gemini: You exceeded your current quota.", RetryAfter: 15},
+		{Code: abi.CodeLimitExceeded, Status: 429, Message: "gemini: Resource has been exhausted (e.g. check quota).", RetryAfter: 7},
 	} {
-		_, err := agent.Generate(t.Context(), r, agent.WithModelName("gemini/"+tc.model), agent.WithPrompt("hi"))
+		_, err := agent.Generate(t.Context(), r, agent.WithModelName("gemini/gemini-2.5-flash"), agent.WithPrompt("hi"))
 		var ce *host.CallError
 		var ae *abi.Error
 		if !errors.As(err, &ce) || ce.Plugin != "gemini" || ce.Export != plugin.ExportGenerate || !errors.As(err, &ae) {
-			t.Fatalf("%s: error = %v (%T)", tc.model, err, err)
+			t.Fatalf("error = %v (%T)", err, err)
 		}
-		if *ae != tc.want {
-			t.Errorf("%s: error = %+v, want %+v", tc.model, *ae, tc.want)
+		if *ae != want {
+			t.Errorf("error = %+v, want %+v", *ae, want)
 		}
 	}
 }
