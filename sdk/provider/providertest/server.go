@@ -53,6 +53,7 @@ type HTTPError struct {
 	Message string
 }
 
+// Error returns the message.
 func (e *HTTPError) Error() string { return e.Message }
 
 // RetryAfter is the delay the fake server asks for with its 429, 503 and 529 errors.
