@@ -77,6 +77,9 @@ func GenerateStream(ctx context.Context, r *Registry, opts ...GenerateOption) it
 		if stopped {
 			return
 		}
+		// A chunk taken after this (the plugin host hands on one the caller took too
+		// late) would be yielded into a loop that has ended.
+		stopped = true
 		if err != nil {
 			yield(&StreamValue{Response: resp}, err)
 			return

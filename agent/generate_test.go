@@ -366,6 +366,22 @@ func TestGenerateStreamBreakCancels(t *testing.T) {
 	}
 }
 
+// TestGenerateStreamLateChunk: a chunk a model delivers after its call returned (the
+// plugin host hands on a chunk the caller took too late) is refused, not yielded into
+// a loop that has ended.
+func TestGenerateStreamLateChunk(t *testing.T) {
+	var late agent.ModelStreamCallback
+	m := agent.NewModel("test/late", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+		late = cb
+		return &abi.GenerateResponse{Message: abi.NewModelTextMessage("done")}, nil
+	})
+	for range agent.GenerateStream(context.Background(), nil, agent.WithModel(m), agent.WithPrompt("x")) {
+	}
+	if err := late(context.Background(), &abi.GenerateResponseChunk{Content: []*abi.Part{abi.NewTextPart("late")}}); err == nil {
+		t.Error("a chunk after the end of the stream was taken")
+	}
+}
+
 func TestMiddlewareOrderAndLayers(t *testing.T) {
 	var log []string
 	var mu sync.Mutex

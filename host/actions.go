@@ -87,6 +87,9 @@ func (t *pluginTool) Run(ctx context.Context, input any) (any, error) {
 	if res.Interrupt != nil {
 		return nil, agent.Interrupt(res.Interrupt)
 	}
+	if len(res.Content) > 0 {
+		return &agent.MultipartToolResponse{Output: res.Output, Content: res.Content}, nil
+	}
 	return res.Output, nil
 }
 

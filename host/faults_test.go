@@ -111,26 +111,28 @@ func TestLoadRejects(t *testing.T) {
 }
 
 func TestWaitingForAnInstanceHonoursTheContext(t *testing.T) {
-	h, r := newHost(t)
-	load(t, h, "testdata/misbehave", host.Manifest{MaxInstances: 1, Timeout: host.Duration{Duration: 1500 * time.Millisecond}})
-	busy := make(chan error)
+	_, r, logs := misbehaving(t, host.Manifest{MaxInstances: 1, Timeout: seconds(1.5)})
+	sleeping := logs.logged("sleeping")
+	busy := make(chan error, 1)
 	go func() {
-		_, err := runTool(context.Background(), r, "misbehave/loop")
+		_, err := runTool(context.Background(), r, "misbehave/sleep")
 		busy <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // let the loop take the only instance
+	select {
+	case <-sleeping: // the sleeper holds the only instance
+	case err := <-busy:
+		t.Fatalf("the sleeper ended before it slept: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	_, err := runTool(ctx, r, "misbehave/ok")
+	// A wait that ignored its context would last until the sleeper timed out, then
+	// succeed.
+	err := returns(t, "the waiting call", func() error { _, err := runTool(ctx, r, "misbehave/ok"); return err })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("waiting call: %v", err)
 	}
-	if waited := time.Since(start); waited > time.Second {
-		t.Errorf("the wait ignored its context: %v", waited)
-	}
 	if err := <-busy; !strings.Contains(fmt.Sprint(err), "timed out") {
-		t.Errorf("looping call: %v", err)
+		t.Errorf("sleeping call: %v", err)
 	}
 	if out, err := runTool(context.Background(), r, "misbehave/ok"); err != nil || out != "fine" {
 		t.Errorf("after the timeout: %v, %v", out, err)

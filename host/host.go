@@ -75,7 +75,13 @@ type Host struct {
 }
 
 // Option configures New.
-type Option func(*hostConfig)
+type Option interface {
+	apply(*hostConfig)
+}
+
+type optionFunc func(*hostConfig)
+
+func (f optionFunc) apply(c *hostConfig) { f(c) }
 
 type hostConfig struct {
 	cacheDir  string
@@ -88,22 +94,24 @@ type hostConfig struct {
 // process or an earlier one) loads in milliseconds. An empty dir turns the cache off.
 // The default is terrarium/wazero under the user's cache directory.
 func WithCompilationCache(dir string) Option {
-	return func(c *hostConfig) { c.cacheDir, c.noCache = dir, dir == "" }
+	return optionFunc(func(c *hostConfig) { c.cacheDir, c.noCache = dir, dir == "" })
 }
 
 // WithLogger sets the logger for the host and for plugins' log calls (default
 // slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(c *hostConfig) { c.log = l } }
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *hostConfig) { c.log = l }) }
 
 // WithHTTPTransport sets the transport of plugins' HTTP requests (default
 // http.DefaultTransport).
-func WithHTTPTransport(t http.RoundTripper) Option { return func(c *hostConfig) { c.transport = t } }
+func WithHTTPTransport(t http.RoundTripper) Option {
+	return optionFunc(func(c *hostConfig) { c.transport = t })
+}
 
 // New returns a host that registers the plugins it loads in r.
 func New(r *agent.Registry, opts ...Option) (*Host, error) {
 	var cfg hostConfig
 	for _, o := range opts {
-		o(&cfg)
+		o.apply(&cfg)
 	}
 	if cfg.log == nil {
 		cfg.log = slog.Default()

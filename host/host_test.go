@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
@@ -233,6 +232,26 @@ func call(t *testing.T, ctx context.Context, r *agent.Registry, tool string, inp
 	return res
 }
 
+// TestPluginToolContent checks that the content parts a plugin's tool answers with
+// reach the model as the tool response's content.
+func TestPluginToolContent(t *testing.T) {
+	h, r := newHost(t)
+	load(t, h, "testdata/hostcheck", host.Manifest{})
+	model := testmodel.Define(r, "test/model")
+	model.Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "hostcheck/picture", Ref: "c1", Input: map[string]any{"text": "A red square."}}))
+	model.ReplyText("seen")
+	if _, err := agent.Generate(context.Background(), r, agent.WithModelName("test/model"), agent.WithPrompt("draw"), agent.WithToolNames("hostcheck/picture")); err != nil {
+		t.Fatal(err)
+	}
+	msgs := model.LastRequest().Messages
+	got, _ := json.Marshal(msgs[len(msgs)-1])
+	want := `{"role":"tool","content":[{"toolResponse":{"ref":"c1","name":"hostcheck/picture","output":"drawn","content":[` +
+		`{"text":"A red square."},{"media":{"url":"data:image/png;base64,iVBORw0KGgo=","contentType":"image/png"}}]}}]}`
+	if string(got) != want {
+		t.Errorf("the tool message the model got = %s\nwant %s", got, want)
+	}
+}
+
 func wantCode(t *testing.T, what string, res result, code abi.ErrorCode) {
 	t.Helper()
 	if res.Error == nil || res.Error.Code != code {
@@ -404,7 +423,6 @@ func TestHostFunctionsHTTP(t *testing.T) {
 		for i := range 3 {
 			fmt.Fprintf(w, "data: part %d\n\n", i)
 			w.(http.Flusher).Flush()
-			time.Sleep(30 * time.Millisecond)
 		}
 	})
 	mux.HandleFunc("/big", func(w http.ResponseWriter, req *http.Request) {
@@ -435,9 +453,10 @@ func TestHostFunctionsHTTP(t *testing.T) {
 	if seenAuth != "Bearer s3cret" {
 		t.Errorf("the secret was not injected: %q", seenAuth)
 	}
-	// The body is readable piece by piece, as it arrives.
-	res = call(t, ctx, r, "http", map[string]any{"url": srv.URL + "/stream", "piece": 64})
-	if got, _ := wantOK(t, "stream", res).(map[string]any); got["reads"].(float64) < 3 || !strings.Contains(got["body"].(string), "part 2") {
+	// The body is readable piece by piece: 42 bytes in pieces of at most 8 take six
+	// reads, however the parts arrived.
+	res = call(t, ctx, r, "http", map[string]any{"url": srv.URL + "/stream", "piece": 8})
+	if got, _ := wantOK(t, "stream", res).(map[string]any); got["reads"].(float64) < 6 || !strings.Contains(got["body"].(string), "data: part 0\n\ndata: part 1\n\ndata: part 2") {
 		t.Errorf("stream = %v", got)
 	}
 	// A redirect within granted hosts is followed; one out of them is refused.

@@ -148,7 +148,13 @@ func expandSecrets(ctx context.Context, s string, secrets SecretFunc) (string, e
 }
 
 // Option configures NewServer and Connect.
-type Option func(*options)
+type Option interface {
+	apply(*options)
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
 	impl    mcpsdk.Implementation
@@ -163,7 +169,7 @@ func newOptions(opts []Option) options {
 		secrets: EnvSecrets,
 	}
 	for _, opt := range opts {
-		opt(&o)
+		opt.apply(&o)
 	}
 	return o
 }
@@ -171,16 +177,16 @@ func newOptions(opts []Option) options {
 // WithImplementation sets the name and version the server or client gives its peer
 // (default "terrarium" and the module's version).
 func WithImplementation(name, version string) Option {
-	return func(o *options) { o.impl.Name, o.impl.Version = name, version }
+	return optionFunc(func(o *options) { o.impl.Name, o.impl.Version = name, version })
 }
 
 // WithLogger sets the logger (default slog.Default()). A stdio server's standard
 // output is the protocol's: log to standard error.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.log = l }) }
 
 // WithSecrets sets where Connect finds the secrets that headers and env name
 // (default EnvSecrets).
-func WithSecrets(fn SecretFunc) Option { return func(o *options) { o.secrets = fn } }
+func WithSecrets(fn SecretFunc) Option { return optionFunc(func(o *options) { o.secrets = fn }) }
 
 // version is Terrarium's module version in this build, "(devel)" for a checkout.
 func version() string {

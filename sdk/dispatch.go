@@ -136,13 +136,24 @@ func (r *registry) callTool(input []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	var content []*abi.Part
+	if mp, ok := output.(*MultipartOutput); ok {
+		output = nil
+		if mp != nil {
+			output, content = mp.Output, mp.Content
+		}
+	}
 	raw, err := json.Marshal(output)
 	if err != nil {
 		return nil, abi.Errorf(abi.CodeInternal, "tool %q: encoding the output: %v", c.Tool, err)
 	}
 	// Not plugin.ToolOutput: its omitempty would drop a null output, and "output" must be
 	// there for the host to tell an answer from an interrupt.
-	return map[string]json.RawMessage{"output": raw}, nil
+	out := map[string]any{"output": json.RawMessage(raw)}
+	if len(content) > 0 {
+		out["content"] = content
+	}
+	return out, nil
 }
 
 func (r *registry) generate(input []byte) (any, error) {

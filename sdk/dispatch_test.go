@@ -209,6 +209,36 @@ func TestCallTool(t *testing.T) {
 	}
 }
 
+func TestMultipartOutput(t *testing.T) {
+	r := newRegistry()
+	r.setInfo(Info{Name: "test-plugin", Version: "0.1.0"})
+	addTool(r, "picture", "Draws.", func(_ context.Context, in addIn) (*MultipartOutput, error) {
+		if in.A == 0 {
+			return nil, nil
+		}
+		return &MultipartOutput{Output: "drawn", Content: []*abi.Part{
+			abi.NewTextPart("A red square."), abi.NewMediaPart("image/png", "data:image/png;base64,iVBORw0KGgo="),
+		}}, nil
+	})
+	out, aerr := dispatchJSON(t, r, plugin.ExportDescribe, nil)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	var d plugin.Descriptor
+	if err := json.Unmarshal(out, &d); err != nil || len(d.Tools) != 1 || d.Tools[0].OutputSchema != nil {
+		t.Errorf("descriptor %s: the tool should declare no output schema", out)
+	}
+	for _, tc := range []struct{ input, want string }{
+		{`{"tool":"picture","input":{"a":1}}`, `{"content":[{"text":"A red square."},{"media":{"url":"data:image/png;base64,iVBORw0KGgo=","contentType":"image/png"}}],"output":"drawn"}`},
+		{`{"tool":"picture","input":{"a":0}}`, `{"output":null}`},
+	} {
+		out, aerr := dispatchJSON(t, r, plugin.ExportCallTool, tc.input)
+		if aerr != nil || string(out) != tc.want {
+			t.Errorf("%s: output = %s (%v), want %s", tc.input, out, aerr, tc.want)
+		}
+	}
+}
+
 func TestErrors(t *testing.T) {
 	r := testRegistry()
 	for _, tc := range []struct {

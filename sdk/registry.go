@@ -59,9 +59,21 @@ func Plugin(info Info) { std.setInfo(info) }
 //
 // The host validates the input against the input schema before the call; the SDK then
 // decodes it into In with encoding/json (a type mismatch is reported as invalid_input).
-// To interrupt instead of answering, return the error of Interrupt.
+// To interrupt instead of answering, return the error of Interrupt. To answer with
+// content parts (an image, a document, text for the model to read), return a
+// *MultipartOutput.
 func Tool[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) {
 	addTool(std, name, description, fn)
+}
+
+// MultipartOutput is what a tool returns to answer with content parts besides or
+// instead of its output: Output becomes the tool response's output and Content its
+// content (images, documents, text for the model to read), which the host's providers
+// pass to the model. A tool whose output type is *MultipartOutput declares no output
+// schema.
+type MultipartOutput struct {
+	Output  any
+	Content []*abi.Part
 }
 
 // Model registers a model. info may be nil (no declared capabilities). The model
@@ -138,10 +150,12 @@ func addTool[In, Out any](r *registry, name, description string, fn func(context
 		return
 	}
 	def := &abi.ToolDefinition{
-		Name:         name,
-		Description:  description,
-		InputSchema:  schemaFor[In](),
-		OutputSchema: schemaFor[Out](),
+		Name:        name,
+		Description: description,
+		InputSchema: schemaFor[In](),
+	}
+	if _, multipart := any(*new(Out)).(*MultipartOutput); !multipart {
+		def.OutputSchema = schemaFor[Out]()
 	}
 	call := func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var in In

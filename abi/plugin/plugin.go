@@ -140,10 +140,13 @@ type ToolInput struct {
 	Resumed map[string]any `json:"resumed,omitzero"`
 }
 
-// ToolOutput is the output of terrarium_call_tool: the tool's output, or an interrupt
+// ToolOutput is the output of terrarium_call_tool: the tool's output, with content
+// parts (images, documents, text for the model to read) beside it, or an interrupt
 // asking for outside input first.
 type ToolOutput struct {
-	Output    any            `json:"output,omitempty"`
+	Output any `json:"output,omitempty"`
+	// Content becomes the tool response's content, which providers pass to the model.
+	Content   []*abi.Part    `json:"content,omitempty"`
 	Interrupt map[string]any `json:"interrupt,omitzero"`
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/internal/schema"
+	"github.com/terrarium-ai/terrarium/internal/schema/instance"
 )
 
 // Options configures a run.
@@ -238,12 +239,12 @@ func (s *suite) checkTool(def *abi.ToolDefinition) {
 		return
 	}
 	for _, smp := range validSamples(def.InputSchema) {
-		s.timed(fmt.Sprintf("%s: valid input (%s)", name, smp.what), func() (string, error) {
-			if err := in.Validate(smp.value); err != nil {
+		s.timed(fmt.Sprintf("%s: valid input (%s)", name, smp.What), func() (string, error) {
+			if err := in.Validate(smp.Value); err != nil {
 				return "", skip("cannot generate a valid input from the schema: %v", err)
 			}
 			ctx, sess := s.session()
-			output, err := tool.Run(ctx, smp.value)
+			output, err := tool.Run(ctx, smp.Value)
 			var ie *agent.InterruptError
 			var ae *abi.Error
 			switch {
@@ -270,19 +271,19 @@ func (s *suite) checkTool(def *abi.ToolDefinition) {
 			return "output " + truncate(string(b), 120), nil
 		})
 	}
-	invalid := invalidSamples(def.InputSchema)
+	invalid := instance.Invalid(def.InputSchema)
 	if len(invalid) == 0 {
 		s.record(name+": invalid input", Skip, 0, "the input schema constrains nothing")
 	}
 	for _, smp := range invalid {
-		s.timed(fmt.Sprintf("%s: invalid input (%s)", name, smp.what), func() (string, error) {
-			if in.Validate(smp.value) == nil {
+		s.timed(fmt.Sprintf("%s: invalid input (%s)", name, smp.What), func() (string, error) {
+			if in.Validate(smp.Value) == nil {
 				return "", skip("the generated input is valid after all")
 			}
 			// Sent straight to the plugin: Terrarium would refuse it first, another
 			// host might not.
 			ctx, _ := s.session()
-			output, err := tool.Run(ctx, smp.value)
+			output, err := tool.Run(ctx, smp.Value)
 			var ae *abi.Error
 			switch {
 			case fault(err):
@@ -296,6 +297,17 @@ func (s *suite) checkTool(def *abi.ToolDefinition) {
 			return "", fmt.Errorf("accepted an input its schema forbids (output %s)", truncate(string(b), 120))
 		})
 	}
+}
+
+// validSamples returns tool inputs that satisfy s, to check the tool works and answers
+// within its output schema: one with only the required properties, and, when it
+// differs, one with every property. The suite checks each against s before using it.
+func validSamples(s map[string]any) []instance.Sample {
+	out := []instance.Sample{{What: "required properties only", Value: instance.Minimal(s)}}
+	if full := instance.Full(s); fmt.Sprint(full) != fmt.Sprint(out[0].Value) {
+		out = append(out, instance.Sample{What: "every property", Value: full})
+	}
+	return out
 }
 
 func (s *suite) checkUnknownTool() {

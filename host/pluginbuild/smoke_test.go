@@ -403,7 +403,7 @@ func TestSmokeOfflineModel(t *testing.T) {
 			},
 		}},
 	})
-	if resp.Text() != `{"age":18,"home":{"city":"Oslo"},"name":"","tags":[]}` {
+	if resp.Text() != `{"age":18,"home":{"city":"Oslo"},"name":"a","tags":[]}` {
 		t.Errorf("json output = %q", resp.Text())
 	}
 }

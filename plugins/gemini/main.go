@@ -25,10 +25,12 @@
 // # Requests
 //
 // System messages become systemInstruction; user and model messages the contents of
-// roles user and model; tool messages user contents of functionResponse parts. Tools
-// become functionDeclarations (parametersJsonSchema: the input schema), their names
-// sanitized for Gemini ("/" becomes "__", other characters Gemini refuses "_", at most
-// 64 bytes) and mapped back in the answer. toolChoice becomes
+// roles user and model; tool messages user contents of functionResponse parts (a tool's
+// media content in the function response's parts, its text content beside its output
+// in the response object: {"output", "content"}). Tools become functionDeclarations
+// (parametersJsonSchema: the input schema), their names sanitized for Gemini ("/"
+// becomes "__", other characters Gemini refuses "_", at most 64 bytes) and mapped back
+// in the answer. toolChoice becomes
 // toolConfig.functionCallingConfig.mode (AUTO, ANY, NONE). JSON output without tools
 // sets responseMimeType application/json, and responseJsonSchema when constrained.
 //

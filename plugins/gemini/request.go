@@ -347,7 +347,8 @@ func toPart(p *abi.Part, n *provider.ToolNames, synthetic map[string]bool) (map[
 
 // functionResponse converts a tool response: its output is the response object itself
 // when it is an object, else {"output": output}; media in its content goes into parts
-// (Gemini 3's multimodal function responses), text into the output when there is none.
+// (Gemini 3's multimodal function responses), text into the output when there is none
+// and beside it ({"output", "content"}) when there is one.
 func functionResponse(tr *abi.ToolResponse, n *provider.ToolNames, synthetic map[string]bool) (map[string]any, error) {
 	output := tr.Output
 	var media []any
@@ -364,10 +365,17 @@ func functionResponse(tr *abi.ToolResponse, n *provider.ToolNames, synthetic map
 			text.WriteString(c.Text)
 		}
 	}
-	if output == nil && text.Len() > 0 {
-		output = text.String()
+	response := objectOf(output, "output")
+	switch {
+	case text.Len() == 0:
+	case output == nil:
+		response = map[string]any{"output": text.String()}
+	default:
+		// A response has no parts for text: it goes beside the output, wrapped so that
+		// an object output's own keys are left alone.
+		response = map[string]any{"output": output, "content": text.String()}
 	}
-	fr := map[string]any{"name": n.API(tr.Name), "response": objectOf(output, "output")}
+	fr := map[string]any{"name": n.API(tr.Name), "response": response}
 	if tr.Ref != "" && !synthetic[tr.Ref] {
 		fr["id"] = tr.Ref
 	}

@@ -11,8 +11,9 @@
 //     "required": a request to call that tool (or the first offered) with a minimal
 //     input of its schema;
 //  3. when the request asks for JSON output with a schema: a minimal JSON value of the
-//     schema (required properties filled with "", 0, false, [] or nested values; the
-//     first enum value; lengths and bounds respected), as text;
+//     schema (required properties only, filled with short values: "a", 1, 1.5, true,
+//     the first enum value, nested values; lengths and bounds respected; see package
+//     internal/schema/instance), as text;
 //  4. otherwise: "echo: " followed by the last user message's text.
 //
 // It streams its text word by word before returning the whole response, whose usage
@@ -29,6 +30,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/internal/schema/instance"
 	"github.com/terrarium-ai/terrarium/sdk"
 )
 
@@ -105,11 +107,11 @@ func answer(req *abi.GenerateRequest) *abi.Message {
 		return abi.NewModelMessage(abi.NewToolRequestPart(tr))
 	}
 	if t := toolToUse(text, req); t != nil {
-		return abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{Ref: "call-1", Name: t.Name, Input: minimal(t.InputSchema, 0)}))
+		return abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{Ref: "call-1", Name: t.Name, Input: instance.Minimal(t.InputSchema)}))
 	}
 	// 3. A minimal instance of the requested JSON schema.
 	if o := req.Output; o != nil && o.Format == "json" && o.Schema != nil {
-		b, err := json.Marshal(minimal(o.Schema, 0))
+		b, err := json.Marshal(instance.Minimal(o.Schema))
 		if err == nil {
 			return abi.NewModelTextMessage(string(b))
 		}
@@ -194,126 +196,4 @@ func words(text string) []string {
 		out = append(out, text[start:])
 	}
 	return out
-}
-
-// maxDepth bounds the nesting of a minimal instance (recursive schemas).
-const maxDepth = 16
-
-// minimal returns a small JSON value matching schema: the first enum value or the
-// const, else the zero of its type with required properties, minimum lengths and
-// bounds respected.
-func minimal(schema map[string]any, depth int) any {
-	if schema == nil || depth > maxDepth {
-		return nil
-	}
-	if c, ok := schema["const"]; ok {
-		return c
-	}
-	if e, ok := schema["enum"].([]any); ok && len(e) > 0 {
-		return e[0]
-	}
-	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
-		if alts, ok := schema[k].([]any); ok && len(alts) > 0 {
-			if s, ok := alts[0].(map[string]any); ok {
-				return minimal(s, depth+1)
-			}
-		}
-	}
-	switch typeOf(schema) {
-	case "object":
-		obj := map[string]any{}
-		props, _ := schema["properties"].(map[string]any)
-		var req []string
-		switch r := schema["required"].(type) {
-		case []string:
-			req = r
-		case []any:
-			for _, e := range r {
-				if s, ok := e.(string); ok {
-					req = append(req, s)
-				}
-			}
-		}
-		for _, name := range req {
-			p, _ := props[name].(map[string]any)
-			obj[name] = minimal(p, depth+1)
-		}
-		return obj
-	case "array":
-		n := intOf(schema["minItems"])
-		items, _ := schema["items"].(map[string]any)
-		arr := make([]any, n)
-		for i := range arr {
-			arr[i] = minimal(items, depth+1)
-		}
-		return arr
-	case "string":
-		if f, _ := schema["format"].(string); f == "date-time" {
-			return "1970-01-01T00:00:00Z"
-		} else if f == "date" {
-			return "1970-01-01"
-		}
-		return strings.Repeat("a", intOf(schema["minLength"]))
-	case "integer":
-		if m, ok := number(schema["minimum"]); ok && m > 0 {
-			return int64(m + 0.999999)
-		}
-		if m, ok := number(schema["maximum"]); ok && m < 0 {
-			return int64(m)
-		}
-		return 0
-	case "number":
-		if m, ok := number(schema["minimum"]); ok && m > 0 {
-			return m
-		}
-		if m, ok := number(schema["maximum"]); ok && m < 0 {
-			return m
-		}
-		return 0
-	case "boolean":
-		return false
-	}
-	return nil
-}
-
-// typeOf returns the schema's type: the first non-null one of a list, or "object" for
-// a schema with properties.
-func typeOf(schema map[string]any) string {
-	switch t := schema["type"].(type) {
-	case string:
-		return t
-	case []any:
-		for _, e := range t {
-			if s, ok := e.(string); ok && s != "null" {
-				return s
-			}
-		}
-	}
-	if _, ok := schema["properties"]; ok {
-		return "object"
-	}
-	return ""
-}
-
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
-	}
-	return 0, false
-}
-
-func intOf(v any) int {
-	f, ok := number(v)
-	if !ok || f < 0 {
-		return 0
-	}
-	return int(min(f, 1<<16))
 }

@@ -40,9 +40,9 @@ func TestAnswerRules(t *testing.T) {
 			`{"role":"model","content":[{"text":"echo: /call calc {"}]}`},
 		{"use a tool", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("Please use weather: Paris?")},
 			Tools: []*abi.ToolDefinition{{Name: "calc"}, {Name: "weather", InputSchema: map[string]any{"type": "object", "required": []any{"city"}, "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}},
-			`{"role":"model","content":[{"toolRequest":{"ref":"call-1","name":"weather","input":{"city":""}}}]}`},
+			`{"role":"model","content":[{"toolRequest":{"ref":"call-1","name":"weather","input":{"city":"a"}}}]}`},
 		{"a required tool choice", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("anything")}, Tools: tools, ToolChoice: abi.ToolChoiceRequired},
-			`{"role":"model","content":[{"toolRequest":{"ref":"call-1","name":"calc"}}]}`},
+			`{"role":"model","content":[{"toolRequest":{"ref":"call-1","name":"calc","input":{}}}]}`},
 		{"tools forbidden", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("use calc")}, Tools: tools, ToolChoice: abi.ToolChoiceNone},
 			`{"role":"model","content":[{"text":"echo: use calc"}]}`},
 		{"tool results", &abi.GenerateRequest{Messages: []*abi.Message{abi.NewToolMessage(
@@ -56,7 +56,7 @@ func TestAnswerRules(t *testing.T) {
 				"o": map[string]any{"type": []any{"null", "object"}, "properties": map[string]any{}}, "e": map[string]any{"enum": []any{"x", "y"}},
 				"t": map[string]any{"type": "string", "format": "date-time"}, "skipped": map[string]any{"type": "string"},
 			}}}},
-			`{"role":"model","content":[{"text":"{\"a\":[0],\"b\":false,\"e\":\"x\",\"n\":-1.5,\"o\":{},\"s\":\"aa\",\"t\":\"1970-01-01T00:00:00Z\"}"}]}`},
+			`{"role":"model","content":[{"text":"{\"a\":[1],\"b\":true,\"e\":\"x\",\"n\":-1.5,\"o\":{},\"s\":\"aa\",\"t\":\"2026-01-02T03:04:05Z\"}"}]}`},
 	} {
 		b, err := json.Marshal(answer(tc.req))
 		if err != nil || string(b) != tc.want {

@@ -79,7 +79,13 @@ var (
 )
 
 // Option configures Open.
-type Option func(*config)
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	logger    *slog.Logger
@@ -91,10 +97,10 @@ type config struct {
 // are logged, to slog.Default(): its info lines (tables opened, files replayed) are noise
 // to a host that embeds it.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		c.logger = l
 		c.loggerSet = true
-	}
+	})
 }
 
 // Open opens the store in dir, creating it if needed. Badger locks the directory, so
@@ -102,7 +108,7 @@ func WithLogger(l *slog.Logger) Option {
 func Open(dir string, opts ...Option) (*Store, error) {
 	var c config
 	for _, o := range opts {
-		o(&c)
+		o.apply(&c)
 	}
 	if dir == "" {
 		return nil, fmt.Errorf("badgerstore: open: empty directory: %w", store.ErrInvalid)

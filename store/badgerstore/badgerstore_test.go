@@ -165,13 +165,17 @@ func TestCrashChild(t *testing.T) {
 	}
 	fmt.Fprintln(os.Stdout, "committed")
 	if os.Getenv(crashModeEnv) == "busy" {
-		// Keep committing so that the kill lands in the middle of a commit.
+		// Keep committing so that the kill lands in the middle of a commit; say so once
+		// a few are done, for the parent to kill.
 		for i := 0; ; i++ {
 			r := store.Record{ID: fmt.Sprintf("busy-%d", i), Session: "busy", Turn: i, Data: []byte("x"), Branch: true}
 			blobs := []store.Blob{{Key: fmt.Sprintf("busy-%d", i), Data: bytes.Repeat([]byte("y"), 1000)}}
 			if err := s.Commit(ctx, "ns", r, blobs); err != nil {
 				fmt.Fprintln(os.Stderr, "child:", err)
 				os.Exit(2)
+			}
+			if i == 9 {
+				fmt.Fprintln(os.Stdout, "busy")
 			}
 		}
 	}
@@ -180,9 +184,9 @@ func TestCrashChild(t *testing.T) {
 	}
 }
 
-// runCrashChild starts the child, waits for its report, lets it run for linger, then
-// kills it with SIGKILL.
-func runCrashChild(t *testing.T, dir, mode string, linger time.Duration) {
+// runCrashChild starts the child in mode, waits until it reports ready (the line it
+// prints when it is where the kill must land), then kills it with SIGKILL.
+func runCrashChild(t *testing.T, dir, mode, ready string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1", "-test.v=false")
 	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashModeEnv+"="+mode)
@@ -219,14 +223,13 @@ wait:
 				cmd.Wait()
 				t.Fatalf("child exited without committing; stderr:\n%s", stderr.String())
 			}
-			if line == "committed" {
+			if line == ready {
 				break wait
 			}
 		case <-timeout:
 			t.Fatalf("child did not commit in time; stderr:\n%s", stderr.String())
 		}
 	}
-	time.Sleep(linger)
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +275,7 @@ func checkCrashRecords(t *testing.T, s *Store) {
 
 func TestCrash(t *testing.T) {
 	dir := t.TempDir()
-	runCrashChild(t, dir, "sleep", 0)
+	runCrashChild(t, dir, "sleep", "committed")
 	s := openDir(t, dir)
 	defer s.Close()
 	checkCrashRecords(t, s)
@@ -285,7 +288,7 @@ func TestCrashMidCommit(t *testing.T) {
 		t.Skip("kills a child mid-commit; slow")
 	}
 	dir := t.TempDir()
-	runCrashChild(t, dir, "busy", 300*time.Millisecond)
+	runCrashChild(t, dir, "busy", "busy")
 	s := openDir(t, dir)
 	defer s.Close()
 	checkCrashRecords(t, s)

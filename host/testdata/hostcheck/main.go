@@ -85,6 +85,11 @@ func main() {
 	sdk.Tool("status", "stream a status", func(ctx context.Context, in Any) (Result, error) { return result(nil, sdk.Status(in.Value)) })
 	sdk.Tool("config", "config_get", func(ctx context.Context, in Text) (Result, error) { return result(sdk.Config(in.Text)) })
 	sdk.Tool("secret", "secret_get", func(ctx context.Context, in Text) (Result, error) { return result(sdk.Secret(in.Text)) })
+	sdk.Tool("picture", "answers with content parts", func(ctx context.Context, in Text) (*sdk.MultipartOutput, error) {
+		return &sdk.MultipartOutput{Output: "drawn", Content: []*abi.Part{
+			abi.NewTextPart(in.Text), abi.NewMediaPart("image/png", "data:image/png;base64,iVBORw0KGgo="),
+		}}, nil
+	})
 	sdk.Tool("log", "log", func(ctx context.Context, in Text) (Result, error) {
 		sdk.Log(plugin.LogWarn, in.Text)
 		return result("logged", nil)
