@@ -353,10 +353,12 @@ func (c *cases) retryThenBackup(t *testing.T) {
 }
 
 // timeoutThenBackup: a server that never answers is abandoned at the attempt's
-// timeout (the plugin's instance with it), retried, and the backup answers.
+// timeout (the plugin's instance with it), retried, and the backup answers. The
+// timeout is the backup's too, and the backup needs a fresh instance: 3 s leaves room
+// for that on a loaded machine.
 func (c *cases) timeoutThenBackup(t *testing.T) {
 	hung := c.srv.Count("hang")
-	rel := agent.Reliability{Retries: 1, Backoff: time.Millisecond, Timeout: time.Second, Backups: []string{c.p.Name + "/backup"}}
+	rel := agent.Reliability{Retries: 1, Backoff: time.Millisecond, Timeout: 3 * time.Second, Backups: []string{c.p.Name + "/backup"}}
 	text, err := agent.GenerateText(t.Context(), c.r, c.p.Model("hang"), agent.WithPrompt("hi"), agent.WithMiddleware(agent.Reliable(c.r, rel)))
 	if err != nil || text != "echo: hi" || c.srv.Count("hang")-hung != 2 {
 		t.Errorf("%q, %v after %d attempts on the hanging model", text, err, c.srv.Count("hang")-hung)
