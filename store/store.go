@@ -5,9 +5,9 @@
 // Every key lives under a namespace, and namespaces never see each other's data: an
 // operator serving several tenants gives each its own namespace.
 //
-// Implementations: NewMemory (this package) and the Badger store in store/badgerstore,
-// the embedded on-disk default. Every implementation passes the conformance suite in
-// store/storetest.
+// Implementations: NewMemory (this package), the Badger store in store/badgerstore (the
+// embedded on-disk default) and the PostgreSQL store in store/pgstore (for hosts that
+// share sessions). Every implementation passes the conformance suite in store/storetest.
 package store
 
 import (

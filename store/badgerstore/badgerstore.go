@@ -259,7 +259,7 @@ func (s *Store) Record(ctx context.Context, ns, id string) (store.Record, error)
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, err
 	}
-	if err := checkNamed("namespace", ns, "record ID", id); err != nil {
+	if err := store.CheckNamed("namespace", ns, "record ID", id); err != nil {
 		return store.Record{}, fmt.Errorf("record: %w", err)
 	}
 	release, err := s.enter()
@@ -305,7 +305,7 @@ func (s *Store) Records(ctx context.Context, ns, session string) ([]store.Record
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkNamed("namespace", ns, "session", session); err != nil {
+	if err := store.CheckNamed("namespace", ns, "session", session); err != nil {
 		return nil, fmt.Errorf("records: %w", err)
 	}
 	release, err := s.enter()
@@ -360,7 +360,7 @@ func (s *Store) Head(ctx context.Context, ns, session string) (store.Record, err
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, err
 	}
-	if err := checkNamed("namespace", ns, "session", session); err != nil {
+	if err := store.CheckNamed("namespace", ns, "session", session); err != nil {
 		return store.Record{}, fmt.Errorf("head: %w", err)
 	}
 	release, err := s.enter()
@@ -407,7 +407,7 @@ func (s *Store) Sessions(ctx context.Context, ns string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkNamed("namespace", ns); err != nil {
+	if err := store.CheckNamed("namespace", ns); err != nil {
 		return nil, fmt.Errorf("sessions: %w", err)
 	}
 	release, err := s.enter()
@@ -439,7 +439,7 @@ func (s *Store) Blob(ctx context.Context, ns, key string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkNamed("namespace", ns, "blob key", key); err != nil {
+	if err := store.CheckNamed("namespace", ns, "blob key", key); err != nil {
 		return nil, fmt.Errorf("blob: %w", err)
 	}
 	release, err := s.enter()
@@ -471,7 +471,7 @@ func (s *Store) Stats(ctx context.Context, ns string) (store.Stats, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Stats{}, err
 	}
-	if err := checkNamed("namespace", ns); err != nil {
+	if err := store.CheckNamed("namespace", ns); err != nil {
 		return store.Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	release, err := s.enter()
@@ -528,17 +528,6 @@ func (s *Store) Close() error {
 	s.closed = true
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("badgerstore: close: %w", err)
-	}
-	return nil
-}
-
-// checkNamed runs store.CheckNames on (label, name) pairs so the error says which name
-// was wrong.
-func checkNamed(pairs ...string) error {
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if err := store.CheckNames(pairs[i+1]); err != nil {
-			return fmt.Errorf("%s: %w", pairs[i], err)
-		}
 	}
 	return nil
 }

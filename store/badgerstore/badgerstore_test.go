@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -466,74 +465,4 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("decodeLatest(%x) = %d, %q, which encodes differently", v, lseq, id)
 		}
 	})
-}
-
-func BenchmarkCommit(b *testing.B) {
-	b.Run("memory", func(b *testing.B) {
-		benchCommit(b, store.NewMemory())
-	})
-	b.Run("badger", func(b *testing.B) {
-		benchCommit(b, openDir(b, b.TempDir()))
-	})
-}
-
-// BenchmarkCommitParallel commits from many goroutines, one session each: Badger
-// shares an fsync among the commits that wait for it, so throughput grows with callers.
-func BenchmarkCommitParallel(b *testing.B) {
-	b.Run("memory", func(b *testing.B) {
-		benchCommitParallel(b, store.NewMemory())
-	})
-	b.Run("badger", func(b *testing.B) {
-		benchCommitParallel(b, openDir(b, b.TempDir()))
-	})
-}
-
-func benchCommitParallel(b *testing.B, s store.Store) {
-	defer s.Close()
-	var next atomic.Int64
-	data := bytes.Repeat([]byte("r"), 512)
-	blobData := bytes.Repeat([]byte("b"), 256)
-	b.ReportAllocs()
-	b.SetParallelism(8)
-	b.RunParallel(func(pb *testing.PB) {
-		session := fmt.Sprint("s", next.Add(1))
-		turn := 0
-		for pb.Next() {
-			i := next.Add(1)
-			blobs := []store.Blob{
-				{Key: fmt.Sprintf("a%063x", i), Data: blobData},
-				{Key: fmt.Sprintf("b%063x", i), Data: blobData},
-				{Key: fmt.Sprintf("c%063x", i), Data: blobData},
-			}
-			r := store.Record{ID: fmt.Sprintf("%064x", i), Session: session, Turn: turn, Data: data}
-			if err := s.Commit(context.Background(), "bench", r, blobs); err != nil {
-				b.Error(err)
-				return
-			}
-			turn++
-		}
-	})
-}
-
-// benchCommit commits one record and three small blobs per iteration, all new, as a
-// turn of an agent session would.
-func benchCommit(b *testing.B, s store.Store) {
-	defer s.Close()
-	ctx := context.Background()
-	data := bytes.Repeat([]byte("r"), 512)
-	blobData := [3][]byte{bytes.Repeat([]byte("a"), 64), bytes.Repeat([]byte("b"), 256), bytes.Repeat([]byte("c"), 1024)}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		id := fmt.Sprintf("%064x", i)
-		blobs := []store.Blob{
-			{Key: fmt.Sprintf("a%063x", i), Data: blobData[0]},
-			{Key: fmt.Sprintf("b%063x", i), Data: blobData[1]},
-			{Key: fmt.Sprintf("c%063x", i), Data: blobData[2]},
-		}
-		if err := s.Commit(ctx, "bench", store.Record{ID: id, Session: "s", Turn: i, Data: data}, blobs); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
 }
