@@ -106,6 +106,10 @@ var (
 	// ErrConflict: another commit already continued the same parent (see Store.Commit).
 	// The error is a *ConflictError.
 	ErrConflict = errors.New("store: conflict")
+	// ErrCorrupt: what the store holds is damaged (a file failed its checksum, a value
+	// does not decode, an index names a missing record), so it cannot return what was
+	// committed. Never reported as ErrNotFound: damage is not absence.
+	ErrCorrupt = errors.New("store: corrupt")
 )
 
 // ConflictError is the error of a commit whose parent another commit already continued.

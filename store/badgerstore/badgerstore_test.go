@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -156,10 +158,14 @@ func TestCrashChild(t *testing.T) {
 		os.Exit(2)
 	}
 	ctx := context.Background()
-	for i, r := range crashRecords() {
-		if err := s.Commit(ctx, "ns", r, crashBlobs(i)); err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			os.Exit(2)
+	if os.Getenv(crashModeEnv) == "turns" {
+		commitTurns(t, s)
+	} else {
+		for i, r := range crashRecords() {
+			if err := s.Commit(ctx, "ns", r, crashBlobs(i)); err != nil {
+				fmt.Fprintln(os.Stderr, "child:", err)
+				os.Exit(2)
+			}
 		}
 	}
 	fmt.Fprintln(os.Stdout, "committed")
@@ -438,8 +444,8 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatal("decodeRecord changed its input")
 		}
 		if err != nil {
-			if !errors.Is(err, errCorrupt) {
-				t.Fatalf("decodeRecord error %v does not wrap errCorrupt", err)
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("decodeRecord error %v does not wrap store.ErrCorrupt", err)
 			}
 		} else {
 			if rec.Session == "" || len(rec.Session) > store.MaxNameLen {
@@ -456,13 +462,92 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		lseq, id, err := decodeLatest(v)
 		if err != nil {
-			if !errors.Is(err, errCorrupt) {
-				t.Fatalf("decodeLatest error %v does not wrap errCorrupt", err)
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("decodeLatest error %v does not wrap store.ErrCorrupt", err)
 			}
 			return
 		}
 		if !bytes.Equal(encodeLatest(lseq, id), v) {
 			t.Fatalf("decodeLatest(%x) = %d, %q, which encodes differently", v, lseq, id)
+		}
+	})
+}
+
+// BenchmarkWitness puts the witness's cost beside a whole commit's: every commit writes
+// and syncs the witness after Badger has synced the commit.
+func BenchmarkWitness(b *testing.B) {
+	s := openDir(b, b.TempDir())
+	defer s.Close()
+	b.Run("commit", func(b *testing.B) {
+		parent := ""
+		for i := 0; b.Loop(); i++ {
+			r := store.Record{ID: fmt.Sprint("r", i), Session: "s", Parent: parent, Turn: i, Data: bytes.Repeat([]byte("r"), 512)}
+			if err := s.Commit(b.Context(), "ns", r, []store.Blob{{Key: fmt.Sprint("k", i), Data: bytes.Repeat([]byte("b"), 1024)}}); err != nil {
+				b.Fatal(err)
+			}
+			parent = r.ID
+		}
+	})
+	b.Run("witness alone", func(b *testing.B) {
+		v := s.witness.want.Load()
+		for b.Loop() {
+			v++
+			if err := s.witness.advance(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkOpen measures what verifying every table adds to Open, on a store of 32 MiB
+// of records in its tables.
+func BenchmarkOpen(b *testing.B) {
+	dir := b.TempDir()
+	s := openDir(b, dir)
+	rng := rand.New(rand.NewChaCha8([32]byte{}))
+	data := make([]byte, 16<<10)
+	parent := ""
+	for i := range 2048 {
+		// Half random, half repeated: about as compressible as JSON messages.
+		for j := range len(data) / 2 {
+			data[j] = byte(rng.Uint32())
+		}
+		r := store.Record{ID: fmt.Sprint("r", i), Session: "s", Parent: parent, Turn: i, Data: data}
+		if err := s.Commit(b.Context(), "ns", r, nil); err != nil {
+			b.Fatal(err)
+		}
+		parent = r.ID
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	tables, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	for _, p := range tables {
+		fi, err := os.Stat(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size += fi.Size()
+	}
+	b.Logf("%d tables, %d bytes", len(tables), size)
+	b.Run("open and close", func(b *testing.B) {
+		for b.Loop() {
+			if err := openDir(b, dir).Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("verify tables alone", func(b *testing.B) {
+		b.SetBytes(size)
+		opt := badger.DefaultOptions(dir)
+		for b.Loop() {
+			if err := verifyTables(dir, opt); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
