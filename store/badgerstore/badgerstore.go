@@ -546,7 +546,7 @@ func (s *Store) Sessions(ctx context.Context, ns string) ([]string, error) {
 	}
 	defer release()
 	out := []string{}
-	err = s.db.View(func(txn *badger.Txn) error {
+	err = s.view(func(txn *badger.Txn) error {
 		prefix := nsPrefix(kindLatest, ns, 0)
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = prefix
