@@ -55,7 +55,7 @@ type Store interface {
 }
 
 // SessionLister is a Store that can list the sessions of a namespace: what a server
-// shows as its sessions. The memory and Badger stores implement it.
+// shows as its sessions. The memory, Badger and PostgreSQL stores implement it.
 type SessionLister interface {
 	// Sessions returns the IDs of the sessions with at least one record in the
 	// namespace, sorted.

@@ -43,7 +43,10 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store         = (*Store)(nil)
+	_ store.SessionLister = (*Store)(nil)
+)
 
 // Option configures Open.
 type Option func(*config)
@@ -319,6 +322,36 @@ func (s *Store) Head(ctx context.Context, ns, session string) (store.Record, err
 		return store.Record{}, fmt.Errorf("head of session %q in namespace %q: %w", session, ns, notFound(err))
 	}
 	return rec, nil
+}
+
+// Sessions implements store.SessionLister: the sessions with a head, sorted byte by
+// byte (bytea order).
+func (s *Store) Sessions(ctx context.Context, ns string) ([]string, error) {
+	release, err := s.enter(ctx, "namespace", ns)
+	if err != nil {
+		return nil, fmt.Errorf("sessions: %w", err)
+	}
+	defer release()
+	var out []string
+	err = s.retry(ctx, "sessions", func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, `SELECT session FROM terrarium_heads WHERE ns = $1 ORDER BY session`, []byte(ns))
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+			var session []byte
+			err := row.Scan(&session)
+			return string(session), err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sessions of namespace %q: %w", ns, err)
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
 }
 
 // Blob implements store.Store.
