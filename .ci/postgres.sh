@@ -25,16 +25,20 @@ die() {
 	exit 1
 }
 
-# bindir prints the directory of initdb and pg_ctl: from PATH, else Debian's newest.
-bindir() {
+# find_bindir prints the directory of initdb and pg_ctl, from PATH or else Debian's
+# newest, and fails if there is none.
+find_bindir() {
 	if command -v initdb >/dev/null && command -v pg_ctl >/dev/null; then
 		dirname "$(command -v initdb)"
 		return
 	fi
 	local d
 	d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-	[[ -n $d && -x $d/initdb ]] || die "PostgreSQL not found: run '.ci/postgres.sh install' as root, or install it yourself"
-	echo "$d"
+	[[ -n $d && -x $d/initdb ]] && echo "$d"
+}
+
+bindir() {
+	find_bindir || die "PostgreSQL not found: run '.ci/postgres.sh install' as root, or install it yourself"
 }
 
 # as_owner runs a PostgreSQL program as the cluster's owner.
@@ -51,7 +55,7 @@ check_dir() {
 }
 
 cmd_install() {
-	if bindir >/dev/null 2>&1; then
+	if find_bindir >/dev/null; then
 		return
 	fi
 	[[ $(id -u) == 0 ]] || die "installing PostgreSQL needs root"
@@ -85,22 +89,26 @@ EOF
 
 cmd_start() {
 	check_dir "${1:-}"
-	local dir=$1
-	as_owner "$(bindir)/pg_ctl" --pgdata="$dir/data" --log="$dir/postgres.log" --wait --silent start ||
+	local dir=$1 bin
+	bin=$(bindir)
+	as_owner "$bin/pg_ctl" --pgdata="$dir/data" --log="$dir/postgres.log" --wait --silent start ||
 		die "PostgreSQL did not start: $(tail -n 20 "$dir/postgres.log")"
 	echo "postgres://terrarium@/postgres?host=$dir&sslmode=disable"
 }
 
 cmd_stop() {
 	check_dir "${1:-}"
-	as_owner "$(bindir)/pg_ctl" --pgdata="$1/data" --mode="${2:-fast}" --wait --silent stop
+	local bin
+	bin=$(bindir)
+	as_owner "$bin/pg_ctl" --pgdata="$1/data" --mode="${2:-fast}" --wait --silent stop
 }
 
 cmd_remove() {
-	local dir=${1:-}
+	local dir=${1:-} bin
 	[[ -n $dir && -d $dir ]] || return 0
 	check_dir "$dir"
-	if as_owner "$(bindir)/pg_ctl" --pgdata="$dir/data" status >/dev/null 2>&1; then
+	bin=$(bindir)
+	if as_owner "$bin/pg_ctl" --pgdata="$dir/data" status >/dev/null 2>&1; then
 		cmd_stop "$dir" immediate
 	fi
 	rm -rf -- "$dir"

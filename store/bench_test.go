@@ -35,8 +35,12 @@ var benchStores = []struct {
 	}},
 }
 
-// BenchmarkCommit commits one session's turns one after another: each a record
-// continuing the last and three small new blobs, as an agent's turn does.
+// sessionTurns is how many turns a benchmark commits to a session before it starts
+// the next: sessions of realistic length, whatever b.N is.
+const sessionTurns = 1000
+
+// BenchmarkCommit commits turns one after another: each a record continuing the last
+// and three small new blobs, as an agent's turn does.
 func BenchmarkCommit(b *testing.B) {
 	for _, bs := range benchStores {
 		b.Run(bs.name, func(b *testing.B) {
@@ -48,13 +52,18 @@ func BenchmarkCommit(b *testing.B) {
 			b.ReportAllocs()
 			parent := ""
 			for i := 0; b.Loop(); i++ {
+				turn := i % sessionTurns
+				if turn == 0 {
+					parent = ""
+				}
 				id := fmt.Sprintf("%064x", i)
 				blobs := []store.Blob{
 					{Key: fmt.Sprintf("a%063x", i), Data: blobData[0]},
 					{Key: fmt.Sprintf("b%063x", i), Data: blobData[1]},
 					{Key: fmt.Sprintf("c%063x", i), Data: blobData[2]},
 				}
-				if err := s.Commit(ctx, "bench", store.Record{ID: id, Session: "s", Parent: parent, Turn: i, Data: data}, blobs); err != nil {
+				r := store.Record{ID: id, Session: fmt.Sprint("s", i/sessionTurns), Parent: parent, Turn: turn, Data: data}
+				if err := s.Commit(ctx, "bench", r, blobs); err != nil {
 					b.Fatal(err)
 				}
 				parent = id
@@ -76,8 +85,11 @@ func BenchmarkCommitParallel(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(8)
 			b.RunParallel(func(pb *testing.PB) {
-				session, parent := fmt.Sprint("s", next.Add(1)), ""
-				for turn := 0; pb.Next(); turn++ {
+				var session, parent string
+				for turn := 0; pb.Next(); turn = (turn + 1) % sessionTurns {
+					if turn == 0 {
+						session, parent = fmt.Sprint("s", next.Add(1)), ""
+					}
 					i := next.Add(1)
 					id := fmt.Sprintf("%064x", i)
 					blobs := []store.Blob{

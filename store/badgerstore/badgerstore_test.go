@@ -476,9 +476,9 @@ func FuzzDecodeRecord(f *testing.F) {
 // BenchmarkWitness puts the witness's cost beside a whole commit's: every commit writes
 // and syncs the witness after Badger has synced the commit.
 func BenchmarkWitness(b *testing.B) {
-	s := openDir(b, b.TempDir())
-	defer s.Close()
 	b.Run("commit", func(b *testing.B) {
+		s := openDir(b, b.TempDir())
+		defer s.Close()
 		parent := ""
 		for i := 0; b.Loop(); i++ {
 			r := store.Record{ID: fmt.Sprint("r", i), Session: "s", Parent: parent, Turn: i, Data: bytes.Repeat([]byte("r"), 512)}
@@ -489,6 +489,8 @@ func BenchmarkWitness(b *testing.B) {
 		}
 	})
 	b.Run("witness alone", func(b *testing.B) {
+		s := openDir(b, b.TempDir())
+		defer s.Close()
 		v := s.witness.want.Load()
 		for b.Loop() {
 			v++
