@@ -62,6 +62,14 @@ type SessionLister interface {
 	Sessions(ctx context.Context, ns string) ([]string, error)
 }
 
+// Pinger is a Store kept by a service that can be down while the process runs (the
+// PostgreSQL store): what a readiness probe checks.
+type Pinger interface {
+	// Ping checks, once and without retrying, that the store can serve calls. Its
+	// errors wrap ErrUnavailable, or ErrClosed.
+	Ping(ctx context.Context) error
+}
+
 // Record is one entry of a session's history: a snapshot record, to package agent.
 type Record struct {
 	// ID identifies the record within its namespace; agent uses a content address.
@@ -110,6 +118,11 @@ var (
 	// does not decode, an index names a missing record), so it cannot return what was
 	// committed. Never reported as ErrNotFound: damage is not absence.
 	ErrCorrupt = errors.New("store: corrupt")
+	// ErrUnavailable: the store's database could not be reached, or kept failing in ways
+	// that pass (a broken connection, a server restarting), for as long as the store
+	// retries. The call may succeed later; a commit that failed so may or may not have
+	// landed, and committing the same record again is safe (see Store.Commit).
+	ErrUnavailable = errors.New("store: database unavailable")
 )
 
 // ConflictError is the error of a commit whose parent another commit already continued.

@@ -208,16 +208,16 @@ func testUnavailable(t *testing.T, c *pgtest.Cluster) {
 		t.Fatalf("Ping of a running database: %v", err)
 	}
 	c.Stop()
-	if err := s.Ping(ctx); !errors.Is(err, ErrUnavailable) {
-		t.Errorf("Ping of a stopped database = %v, want ErrUnavailable", err)
+	if err := s.Ping(ctx); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Ping of a stopped database = %v, want store.ErrUnavailable", err)
 	}
 	rec := store.Record{ID: "while-down", Session: "unavailable"}
 	err := s.Commit(ctx, "ns", rec, nil)
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), rec.ID) {
-		t.Errorf("Commit to a stopped database = %v, want ErrUnavailable naming the record", err)
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), rec.ID) {
+		t.Errorf("Commit to a stopped database = %v, want store.ErrUnavailable naming the record", err)
 	}
-	if _, err := s.Head(ctx, "ns", "unavailable"); !errors.Is(err, ErrUnavailable) {
-		t.Errorf("Head from a stopped database = %v, want ErrUnavailable", err)
+	if _, err := s.Head(ctx, "ns", "unavailable"); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Head from a stopped database = %v, want store.ErrUnavailable", err)
 	}
 	c.Start()
 	if err := s.Ping(ctx); err != nil {

@@ -10,7 +10,7 @@
 // Commits are one transaction each and durable once acknowledged (the store turns
 // synchronous_commit back on where it was off). Connection failures and a restarting
 // server are retried with backoff, for WithRetryPeriod (30 seconds by default), and then
-// reported as ErrUnavailable: a commit is never reported done unless it is stored.
+// reported as store.ErrUnavailable: a commit is never reported done unless it is stored.
 package pgstore
 
 import (
@@ -46,6 +46,7 @@ type Store struct {
 var (
 	_ store.Store         = (*Store)(nil)
 	_ store.SessionLister = (*Store)(nil)
+	_ store.Pinger        = (*Store)(nil)
 )
 
 // Option configures Open.
@@ -64,7 +65,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithRetryPeriod sets how long an operation that fails for a reason that may pass (a
 // broken connection, a server restarting, a lost race with another transaction) is
-// retried before it fails with ErrUnavailable. Zero turns retries off.
+// retried before it fails with store.ErrUnavailable. Zero turns retries off.
 func WithRetryPeriod(d time.Duration) Option {
 	return func(c *config) { c.retryPeriod = d }
 }
@@ -119,7 +120,7 @@ func (s *Store) enter(ctx context.Context, names ...string) (release func(), err
 }
 
 // Ping checks that the database answers, without retrying: what a readiness probe
-// asks. Its errors wrap ErrUnavailable, or store.ErrClosed after Close.
+// asks. Its errors wrap store.ErrUnavailable, or store.ErrClosed after Close.
 func (s *Store) Ping(ctx context.Context) error {
 	release, err := s.enter(ctx)
 	if err != nil {
@@ -127,7 +128,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	defer release()
 	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("pgstore: ping: %w: %w", ErrUnavailable, err)
+		return fmt.Errorf("pgstore: ping: %w: %w", store.ErrUnavailable, err)
 	}
 	return nil
 }

@@ -16,12 +16,6 @@ import (
 	"github.com/terrarium-ai/terrarium/store"
 )
 
-// ErrUnavailable: the database could not be reached, or kept failing transiently, for
-// the whole retry period (see WithRetryPeriod). The operation may be tried again later.
-// A commit that failed so may or may not have landed; committing the same record again
-// is safe, since a record already stored makes a commit a no-op.
-var ErrUnavailable = errors.New("database unavailable")
-
 // Backoff between attempts: doubling from retryBase up to retryMax, each wait drawn
 // from its upper half so that clients cut off together do not return together.
 const (
@@ -47,9 +41,9 @@ func (s *Store) retry(ctx context.Context, what string, op func(context.Context)
 		wait = wait/2 + rand.N(wait/2+1)
 		if elapsed := time.Since(start); elapsed+wait > s.retryPeriod {
 			if attempt == 1 {
-				return fmt.Errorf("%w: %w", ErrUnavailable, err)
+				return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 			}
-			return fmt.Errorf("%w (%d attempts in %v): %w", ErrUnavailable, attempt, elapsed.Round(time.Millisecond), err)
+			return fmt.Errorf("%w (%d attempts in %v): %w", store.ErrUnavailable, attempt, elapsed.Round(time.Millisecond), err)
 		}
 		level := slog.LevelDebug
 		if attempt == 1 {

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/terrarium-ai/terrarium/internal/testenv"
 )
 
 // EnvURL is the environment variable naming the database tests use, as a
@@ -32,10 +34,7 @@ const howTo = "start a throwaway cluster with .ci/postgres.sh (see its header) a
 // unavailable skips the test, or fails it under CI.
 func unavailable(t testing.TB, why string) {
 	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s; CI must run the PostgreSQL tests (.ci/run starts PostgreSQL)", why)
-	}
-	t.Skipf("%s; to run the PostgreSQL tests, %s", why, howTo)
+	testenv.Need(t, "PostgreSQL ("+howTo+")", errors.New(why))
 }
 
 // Require skips the test, or fails it under CI, unless EnvURL is set.
