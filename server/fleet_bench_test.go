@@ -9,10 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/terrarium-ai/terrarium/abi"
-	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/deploy"
 	"github.com/terrarium-ai/terrarium/server"
 	"github.com/terrarium-ai/terrarium/store/pgstore/pgtest"
@@ -65,56 +61,5 @@ func BenchmarkFleetTurns(b *testing.B) {
 			})
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "turns/s")
 		})
-	}
-}
-
-// BenchmarkSessionGrowthPostgres runs a session of 1,000 turns of agent echo kept in
-// PostgreSQL and reports what its tables grew by (pg_total_relation_size: rows,
-// indexes and TOAST), per turn and in all.
-func BenchmarkSessionGrowthPostgres(b *testing.B) {
-	const turns = 1000
-	url := pgtest.URL(b)
-	ts := newTestServerWith(b, []deploy.Option{deploy.WithPostgres(url)})
-	conn, err := pgx.Connect(b.Context(), url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(b.Context())
-	size := func() int64 {
-		b.Helper()
-		var n int64
-		err := conn.QueryRow(b.Context(), `SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c
-JOIN pg_namespace s ON s.oid = c.relnamespace
-WHERE s.nspname = current_schema() AND c.relkind = 'r' AND c.relname LIKE 'terrarium\_%'`).Scan(&n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return n
-	}
-	a := mustAgent(b, ts.dep, "echo")
-	for b.Loop() {
-		before := size()
-		flow, err := a.Flow().ConnectAny(b.Context(), nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i := range turns {
-			in := &session.SessionFlowInput{Messages: []*abi.Message{abi.NewUserTextMessage(fmt.Sprintf("turn %d: a question of about the length people type", i))}}
-			if err := flow.Send(in); err != nil {
-				b.Fatal(err)
-			}
-			for _, err := range flow.Receive() {
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		flow.Close()
-		if _, err := flow.Output(); err != nil {
-			b.Fatal(err)
-		}
-		grown := size() - before
-		b.ReportMetric(float64(grown), "bytes/session")
-		b.ReportMetric(float64(grown)/turns, "bytes/turn")
 	}
 }

@@ -400,6 +400,26 @@ FROM (SELECT count(*) AS n,
 	return st, nil
 }
 
+// DiskSize returns the bytes the store's tables take in the database, all namespaces
+// together: rows, indexes and TOAST, as pg_total_relation_size counts them.
+func (s *Store) DiskSize(ctx context.Context) (int64, error) {
+	release, err := s.enter(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("disk size: %w", err)
+	}
+	defer release()
+	var n int64
+	err = s.retry(ctx, "disk size", func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname LIKE 'terrarium\_%'`).Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("disk size: %w", err)
+	}
+	return n, nil
+}
+
 // Close stops retries in progress, waits for calls in flight, and closes the pool.
 // Closing twice is harmless.
 func (s *Store) Close() error {

@@ -166,3 +166,26 @@ func TestTransient(t *testing.T) {
 		}
 	}
 }
+
+// DiskSize counts the store's own tables: what a commit adds, and not the tables of
+// another deployment's schema.
+func TestDiskSize(t *testing.T) {
+	s := open(t, pgtest.URL(t))
+	defer s.Close()
+	other := open(t, pgtest.URL(t))
+	defer other.Close()
+	before, err := s.DiskSize(t.Context())
+	if err != nil || before <= 0 {
+		t.Fatalf("DiskSize of an empty store = %d, %v; want the empty tables' size", before, err)
+	}
+	big := []store.Blob{{Key: "k", Data: []byte(strings.Repeat("incompressible? no, but large ", 1<<12))}}
+	if err := s.Commit(t.Context(), "ns", store.Record{ID: "r", Session: "s"}, big); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := s.DiskSize(t.Context()); err != nil || after <= before {
+		t.Fatalf("DiskSize after a commit = %d, %v; was %d", after, err, before)
+	}
+	if n, err := other.DiskSize(t.Context()); err != nil || n != before {
+		t.Fatalf("DiskSize of another schema's store = %d, %v; want %d, untouched", n, err, before)
+	}
+}
