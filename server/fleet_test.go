@@ -215,3 +215,45 @@ func TestReadyzChecksTheStore(t *testing.T) {
 		}
 	}
 }
+
+// Turns sent at once to a kept session that is not open: each request reads the store
+// and opens a connection, and exactly one connection may be kept, or two turns of one
+// session would run at once on one host. The others find it busy.
+func TestConcurrentReopenKeepsOneConnection(t *testing.T) {
+	h := newHost(t, store.NewMemory())
+	id := h.newSession(t, "gate", nil)
+	done := make(chan turnResult, 1)
+	go func() { done <- h.sendTurn(t.Context(), "gate", id, "first") }()
+	<-h.gate.started
+	h.gate.release <- struct{}{}
+	if r := <-done; r.status != http.StatusOK {
+		t.Fatalf("first turn: %+v", r)
+	}
+	for round := range 20 {
+		if resp := h.do(t, "DELETE", "/api/agents/gate/sessions/"+id, nil, nil); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("closing the session: %d", resp.StatusCode)
+		}
+		const n = 4
+		results := make(chan turnResult, n)
+		for range n {
+			go func() { results <- h.sendTurn(t.Context(), "gate", id, fmt.Sprint("round ", round)) }()
+		}
+		<-h.gate.started
+		for range n - 1 {
+			select {
+			case r := <-results:
+				if r.status != http.StatusConflict || r.code != "session_busy" {
+					t.Fatalf("round %d: a turn beside the running one: status %d, code %q, %v", round, r.status, r.code, r.err)
+				}
+			case <-h.gate.started:
+				h.gate.release <- struct{}{}
+				h.gate.release <- struct{}{}
+				t.Fatalf("round %d: two turns of one session run at once", round)
+			}
+		}
+		h.gate.release <- struct{}{}
+		if r := <-results; r.status != http.StatusOK {
+			t.Fatalf("round %d: the running turn: %+v", round, r)
+		}
+	}
+}

@@ -88,13 +88,15 @@ func (s *sessions) start(a *deploy.Agent, init json.RawMessage) (*live, error) {
 // once it was closed for idleness, or when another host sharing the store ran a turn
 // of it since its last turn here (then the open connection is stale: its next commit
 // would conflict, so it is closed and the session reopened from the store's head).
+// The store is read without holding s.mu, which every request takes.
 func (s *sessions) get(ctx context.Context, a *deploy.Agent, id string) (*live, error) {
+	key := sessionKey{a.Name, id}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.draining {
+	draining, l := s.draining, s.open[key]
+	s.mu.Unlock()
+	if draining {
 		return nil, ErrShuttingDown
 	}
-	l := s.open[sessionKey{a.Name, id}]
 	if l != nil && !a.ServerManaged() {
 		return l, nil
 	}
@@ -103,26 +105,47 @@ func (s *sessions) get(ctx context.Context, a *deploy.Agent, id string) (*live, 
 		return nil, err
 	}
 	if l != nil {
-		if !l.stale(head) {
-			return l, nil
+		// Checked and removed under s.mu, which claim takes too: a turn claiming the
+		// session meanwhile keeps it.
+		s.mu.Lock()
+		cur := s.open[key]
+		evict := cur == l && l.stale(head)
+		if evict {
+			s.removeLocked(l)
 		}
-		s.removeLocked(l)
-		// Its state is the snapshot it continues, so closing saves nothing.
-		l.close()
+		s.mu.Unlock()
+		if !evict && cur != nil {
+			return cur, nil
+		}
+		if evict {
+			// Its state is the snapshot it continues, so closing saves nothing.
+			l.close()
+		}
 	}
 	if head == "" {
 		return nil, fmt.Errorf("%w: agent %s has no session %q", ErrSessionNotFound, a.Name, id)
 	}
 	init, _ := json.Marshal(initIDs{SessionID: id})
-	l, err = s.connect(a, init)
+	fresh, err := s.connect(a, init)
 	if err != nil {
 		return nil, err
 	}
 	// The connection resumed from head, or from a later snapshot if another host
 	// committed meanwhile: then the next turn here reopens it once more.
-	l.head = head
-	s.add(l)
-	return l, nil
+	fresh.head = head
+	s.mu.Lock()
+	if s.draining || s.open[key] != nil {
+		l, draining := s.open[key], s.draining
+		s.mu.Unlock()
+		fresh.close()
+		if draining {
+			return nil, ErrShuttingDown
+		}
+		return l, nil // another request opened it first
+	}
+	s.add(fresh)
+	s.mu.Unlock()
+	return fresh, nil
 }
 
 // stale reports whether the session, idle and held by no WebSocket, continues an
