@@ -199,3 +199,14 @@ func TestFleetRacingTurns(t *testing.T) {
 	}
 	t.Logf("%d of 10 turns of 10 rounds were refused as conflicts", conflicts)
 }
+
+// -store takes a PostgreSQL URL only: anything else is a usage error before anything
+// is loaded, not a store quietly chosen otherwise.
+func TestServeStoreWantsAPostgresURL(t *testing.T) {
+	for _, arg := range []string{"badger", "/var/lib/terrarium", "mysql://db/terrarium"} {
+		code, _, stderr := terrarium(t, "serve", "-store", arg, t.TempDir())
+		if code != exitUsage || !strings.Contains(stderr, "want a postgres:// URL") {
+			t.Errorf("-store %s: exit %d, %s", arg, code, stderr)
+		}
+	}
+}
