@@ -45,7 +45,10 @@ type Deployment struct {
 	log     *slog.Logger
 	disk    store.Store // the Badger store (or the one given), when an agent keeps snapshots on it
 	ownDisk bool
-	shared  *pgstore.Store // the PostgreSQL store, when an agent keeps snapshots on it
+	// shared is the PostgreSQL store (or the one given), when an agent keeps snapshots
+	// on it.
+	shared    store.Store
+	ownShared bool
 	memory  *store.Memory
 	agents  map[string]*Agent
 	plugins map[string]*loadedPlugin // by resolved path
@@ -102,7 +105,8 @@ func WithDataDir(dir string) Option {
 }
 
 // WithStore keeps the snapshots of agents with store badger in st instead of a Badger
-// database of the deployment's own; Close leaves it open.
+// database of the deployment's own, and those with store postgres too unless
+// WithPostgres is given; Close leaves it open.
 func WithStore(st store.Store) Option {
 	return optionFunc(func(c *config) error {
 		c.store = st
@@ -228,6 +232,10 @@ func (d *Deployment) openStore(ctx context.Context, f *File, cfg config) error {
 		if d.shared != nil {
 			return nil
 		}
+		if cfg.postgres == "" && cfg.store != nil {
+			d.shared = cfg.store
+			return nil
+		}
 		if cfg.postgres == "" {
 			return f.errorf("snapshots.store", "postgres needs the database's URL (terrarium serve --store postgres://...)")
 		}
@@ -235,7 +243,7 @@ func (d *Deployment) openStore(ctx context.Context, f *File, cfg config) error {
 		if err != nil {
 			return fmt.Errorf("deploy: opening the snapshot store in PostgreSQL: %w", err)
 		}
-		d.shared = st
+		d.shared, d.ownShared = st, true
 		d.log.Info("snapshots in PostgreSQL")
 	case StoreBadger:
 		if d.disk != nil {
@@ -604,7 +612,7 @@ func (d *Deployment) Close(ctx context.Context) error {
 	if d.ownDisk {
 		errs = append(errs, d.disk.Close())
 	}
-	if d.shared != nil {
+	if d.ownShared {
 		errs = append(errs, d.shared.Close())
 	}
 	return errors.Join(errs...)
@@ -613,11 +621,7 @@ func (d *Deployment) Close(ctx context.Context) error {
 // Ready checks that the deployment can keep snapshots: that the stores which can be
 // down while it runs (PostgreSQL) answer. Its error wraps store.ErrUnavailable.
 func (d *Deployment) Ready(ctx context.Context) error {
-	stores := []store.Store{d.disk}
-	if d.shared != nil {
-		stores = append(stores, d.shared)
-	}
-	for _, st := range stores {
+	for _, st := range []store.Store{d.disk, d.shared} {
 		if p, ok := st.(store.Pinger); ok {
 			if err := p.Ping(ctx); err != nil {
 				return fmt.Errorf("deploy: %w", err)

@@ -188,10 +188,20 @@ func TestDeploymentErrorsNameFileLineAndField(t *testing.T) {
 	}
 }
 
+// A store given replaces Badger, and PostgreSQL too (what terrarium mcp, which keeps
+// nothing, does with a fleet's agent files).
 func TestDeploymentKeepsSessionsInAStoreItIsGiven(t *testing.T) {
-	dir := writeFiles(t, map[string]string{"a.yaml": "name: a\nmodel: {name: offline/echo}\nplugins:\n  - path: ../../plugins/offline\n"})
-	// The plugin path is relative to the agent file: copy the file next to plugins/.
-	src, _ := os.ReadFile(filepath.Join(dir, "a.yaml"))
+	for _, kind := range []string{"", deploy.StorePostgres} {
+		t.Run("store="+kind, func(t *testing.T) { testGivenStore(t, kind) })
+	}
+}
+
+func testGivenStore(t *testing.T, kind string) {
+	src := []byte("name: a\nmodel: {name: offline/echo}\nplugins:\n  - path: ../../plugins/offline\n")
+	if kind != "" {
+		src = append(src, "snapshots: {store: "+kind+"}\n"...)
+	}
+	// The plugin path is relative to the agent file: parse it as if next to plugins/.
 	f, err := deploy.Parse(filepath.Join("..", "examples", "deploy", "a.yaml"), src)
 	if err != nil {
 		t.Fatal(err)
