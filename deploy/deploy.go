@@ -49,10 +49,10 @@ type Deployment struct {
 	// on it.
 	shared    store.Store
 	ownShared bool
-	memory  *store.Memory
-	agents  map[string]*Agent
-	plugins map[string]*loadedPlugin // by resolved path
-	meter   *meters
+	memory    *store.Memory
+	agents    map[string]*Agent
+	plugins   map[string]*loadedPlugin // by resolved path
+	meter     *meters
 	// defined lists the registry keys the deployment defined (agents, their snapshot
 	// actions, prompts, built-in tools), which Close removes.
 	defined []string
