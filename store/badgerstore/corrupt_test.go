@@ -159,7 +159,7 @@ func offsetOf(t *testing.T, path string, data []byte) int64 {
 func crashedStore(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	runCrashChild(t, dir, "turns", 0)
+	runCrashChild(t, dir, "turns", "committed")
 	return dir
 }
 
