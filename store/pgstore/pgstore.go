@@ -50,7 +50,13 @@ var (
 )
 
 // Option configures Open.
-type Option func(*config)
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	logger      *slog.Logger
@@ -60,14 +66,14 @@ type config struct {
 // WithLogger sends the store's log lines (retries of failed operations) to l instead
 // of slog.Default().
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) { c.logger = l }
+	return optionFunc(func(c *config) { c.logger = l })
 }
 
 // WithRetryPeriod sets how long an operation that fails for a reason that may pass (a
 // broken connection, a server restarting, a lost race with another transaction) is
 // retried before it fails with store.ErrUnavailable. Zero turns retries off.
 func WithRetryPeriod(d time.Duration) Option {
-	return func(c *config) { c.retryPeriod = d }
+	return optionFunc(func(c *config) { c.retryPeriod = d })
 }
 
 // Open connects to the database at url (postgres://user:password@host:port/database?...;
@@ -77,7 +83,7 @@ func WithRetryPeriod(d time.Duration) Option {
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	c := config{logger: slog.Default(), retryPeriod: 30 * time.Second}
 	for _, o := range opts {
-		o(&c)
+		o.apply(&c)
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
