@@ -237,7 +237,7 @@ func (d *Deployment) openStore(ctx context.Context, f *File, cfg config) error {
 			return nil
 		}
 		if cfg.postgres == "" {
-			return f.errorf("snapshots.store", "postgres needs the database's URL (terrarium serve --store postgres://...)")
+			return f.errorf("snapshots.store", "postgres needs the database's URL (terrarium serve -store postgres://...)")
 		}
 		st, err := pgstore.Open(ctx, cfg.postgres, pgstore.WithLogger(d.log))
 		if err != nil {
