@@ -145,7 +145,7 @@ type Snapshots struct {
 	// "postgres" (the deployment's PostgreSQL database, shared by every host serving
 	// the file), "memory" (lost on restart) or "none" (no snapshots: the client keeps
 	// the session's state). The default is postgres when the deployment has a
-	// PostgreSQL database (terrarium serve --store), badger otherwise.
+	// PostgreSQL database (terrarium serve -store), badger otherwise.
 	Store string `yaml:"store,omitempty"`
 	// On lists the events a snapshot is taken at: turnEnd, invocationEnd (default:
 	// both).
