@@ -191,6 +191,14 @@ type pingStore struct {
 	down atomic.Bool
 }
 
+// Head fails while the database is down, as a read that ran out of retries does.
+func (s *pingStore) Head(ctx context.Context, ns, session string) (store.Record, error) {
+	if s.down.Load() {
+		return store.Record{}, fmt.Errorf("head of %s: %w (12 attempts in 30s): connection refused", session, store.ErrUnavailable)
+	}
+	return s.Memory.Head(ctx, ns, session)
+}
+
 func (s *pingStore) Ping(ctx context.Context) error {
 	if s.down.Load() {
 		return fmt.Errorf("pinging: %w: connection refused", store.ErrUnavailable)
@@ -255,5 +263,22 @@ func TestConcurrentReopenKeepsOneConnection(t *testing.T) {
 		if r := <-results; r.status != http.StatusOK {
 			t.Fatalf("round %d: the running turn: %+v", round, r)
 		}
+	}
+}
+
+// A turn the store cannot serve is 503 store_unavailable, for the client to retry
+// later or elsewhere, not a 500.
+func TestTurnWhileTheStoreIsDownIs503(t *testing.T) {
+	st := &pingStore{Memory: store.NewMemory()}
+	ts := newHost(t, st)
+	id := ts.newSession(t, "echo", nil)
+	ts.mustTurn(t, "echo", id, "before")
+	st.down.Store(true)
+	if r := ts.sendTurn(t.Context(), "echo", id, "during"); r.status != http.StatusServiceUnavailable || r.code != "store_unavailable" {
+		t.Fatalf("a turn while the store is down: status %d, code %q, %v", r.status, r.code, r.err)
+	}
+	st.down.Store(false)
+	if got := ts.mustTurn(t, "echo", id, "after"); got != "echo: after" {
+		t.Fatalf("a turn once the store is back: %q", got)
 	}
 }
