@@ -31,7 +31,7 @@ type Agent struct {
 	Routes []string
 	// Plugins are the names of the plugins its file loads.
 	Plugins []string
-	// SnapshotStore is where its sessions are kept: badger, memory or none.
+	// SnapshotStore is where its sessions are kept: badger, postgres, memory or none.
 	SnapshotStore string
 
 	flow      session.AnyFlow
@@ -177,15 +177,26 @@ func (a *Agent) Sessions(ctx context.Context) ([]string, error) {
 
 // HasSession reports whether the agent keeps a session with this ID.
 func (a *Agent) HasSession(ctx context.Context, id string) (bool, error) {
+	head, err := a.Head(ctx, id)
+	return head != "", err
+}
+
+// Head returns the ID of the session's latest snapshot, or "" when the agent keeps no
+// such session. Hosts sharing a store compare it with the snapshot a session open on
+// them continues, to learn whether another host ran a turn since.
+func (a *Agent) Head(ctx context.Context, id string) (string, error) {
 	if a.store == nil {
-		return false, nil
+		return "", nil
 	}
 	if err := store.CheckNames(id); err != nil {
-		return false, nil
+		return "", nil
 	}
-	_, err := a.store.Head(ctx, a.Name, id)
+	rec, err := a.store.Head(ctx, a.Name, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
+		return "", nil
 	}
-	return err == nil, err
+	if err != nil {
+		return "", fmt.Errorf("deploy: agent %s: session %s: %w", a.Name, id, err)
+	}
+	return rec.ID, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 	"github.com/terrarium-ai/terrarium/store"
 	"github.com/terrarium-ai/terrarium/store/badgerstore"
+	"github.com/terrarium-ai/terrarium/store/pgstore"
 )
 
 // The types of a prompt agent's session flow: its status is any JSON its tools and
@@ -44,10 +45,14 @@ type Deployment struct {
 	log     *slog.Logger
 	disk    store.Store // the Badger store (or the one given), when an agent keeps snapshots on it
 	ownDisk bool
-	memory  *store.Memory
-	agents  map[string]*Agent
-	plugins map[string]*loadedPlugin // by resolved path
-	meter   *meters
+	// shared is the PostgreSQL store (or the one given), when an agent keeps snapshots
+	// on it.
+	shared    store.Store
+	ownShared bool
+	memory    *store.Memory
+	agents    map[string]*Agent
+	plugins   map[string]*loadedPlugin // by resolved path
+	meter     *meters
 	// defined lists the registry keys the deployment defined (agents, their snapshot
 	// actions, prompts, built-in tools), which Close removes.
 	defined []string
@@ -68,6 +73,7 @@ type config struct {
 	reg      *agent.Registry
 	dataDir  string
 	store    store.Store
+	postgres string
 	log      *slog.Logger
 	hostOpts []host.Option
 	meter    metric.MeterProvider
@@ -99,10 +105,25 @@ func WithDataDir(dir string) Option {
 }
 
 // WithStore keeps the snapshots of agents with store badger in st instead of a Badger
-// database of the deployment's own; Close leaves it open.
+// database of the deployment's own, and those with store postgres too unless
+// WithPostgres is given; Close leaves it open.
 func WithStore(st store.Store) Option {
 	return optionFunc(func(c *config) error {
 		c.store = st
+		return nil
+	})
+}
+
+// WithPostgres keeps the snapshots of agents with store postgres in the PostgreSQL
+// database at url (see pgstore.Open), opened by New and closed by Close. It also makes
+// postgres the default store, so that every host of a fleet serving the same agent
+// files shares their sessions unless a file says otherwise.
+func WithPostgres(url string) Option {
+	return optionFunc(func(c *config) error {
+		if url == "" {
+			return fmt.Errorf("deploy: %w: WithPostgres(\"\")", agent.ErrInvalidOption)
+		}
+		c.postgres = url
 		return nil
 	})
 }
@@ -175,8 +196,58 @@ func (d *Deployment) build(ctx context.Context, files []*File, cfg config) error
 			return f.errorf("name", "agent %q is also defined in %s:%d", f.Name, prev.Path, prev.Line("name"))
 		}
 		names[f.Name] = f
-		if f.SnapshotStore() != StoreBadger || d.disk != nil {
-			continue
+		if err := d.openStore(ctx, f, cfg); err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		if err := d.loadPlugins(ctx, f); err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		a, err := d.define(f, cfg.storeOf(f))
+		if err != nil {
+			return err
+		}
+		d.agents[a.Name] = a
+		d.log.Info("agent ready", "agent", a.Name, "file", a.File, "model", a.Model, "tools", a.Tools, "snapshots", a.SnapshotStore)
+	}
+	return nil
+}
+
+// storeOf returns the store a file's agent keeps its snapshots in: the one the file
+// names, or else postgres with WithPostgres and badger without.
+func (c config) storeOf(f *File) string {
+	if f.Snapshots.Store == "" && c.postgres != "" {
+		return StorePostgres
+	}
+	return f.SnapshotStore()
+}
+
+// openStore opens the on-disk or shared store a file's agent needs, if not yet open.
+func (d *Deployment) openStore(ctx context.Context, f *File, cfg config) error {
+	switch cfg.storeOf(f) {
+	case StorePostgres:
+		if d.shared != nil {
+			return nil
+		}
+		if cfg.postgres == "" && cfg.store != nil {
+			d.shared = cfg.store
+			return nil
+		}
+		if cfg.postgres == "" {
+			return f.errorf("snapshots.store", "postgres needs the database's URL (terrarium serve -store postgres://...)")
+		}
+		st, err := pgstore.Open(ctx, cfg.postgres, pgstore.WithLogger(d.log))
+		if err != nil {
+			return fmt.Errorf("deploy: opening the snapshot store in PostgreSQL: %w", err)
+		}
+		d.shared, d.ownShared = st, true
+		d.log.Info("snapshots in PostgreSQL")
+	case StoreBadger:
+		if d.disk != nil {
+			return nil
 		}
 		switch {
 		case cfg.store != nil:
@@ -191,19 +262,6 @@ func (d *Deployment) build(ctx context.Context, files []*File, cfg config) error
 		default:
 			return f.errorf("snapshots.store", "badger needs a data directory (or say store: memory or none)")
 		}
-	}
-	for _, f := range files {
-		if err := d.loadPlugins(ctx, f); err != nil {
-			return err
-		}
-	}
-	for _, f := range files {
-		a, err := d.define(f)
-		if err != nil {
-			return err
-		}
-		d.agents[a.Name] = a
-		d.log.Info("agent ready", "agent", a.Name, "file", a.File, "model", a.Model, "tools", a.Tools, "snapshots", a.SnapshotStore)
 	}
 	return nil
 }
@@ -280,7 +338,7 @@ func describeGrants(m host.Manifest) string {
 }
 
 // define defines a file's agent.
-func (d *Deployment) define(f *File) (*Agent, error) {
+func (d *Deployment) define(f *File, kind string) (*Agent, error) {
 	mine := map[string]bool{}
 	for _, spec := range f.Plugins {
 		mine[d.plugins[f.Resolve(spec.Path)].plugin.Name()] = true
@@ -290,7 +348,7 @@ func (d *Deployment) define(f *File) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{Name: f.Name, Description: f.Description, File: f.Path, Model: f.Model.Name,
-		Plugins: slices.Sorted(maps.Keys(mine)), SnapshotStore: f.SnapshotStore()}
+		Plugins: slices.Sorted(maps.Keys(mine)), SnapshotStore: kind}
 	for _, t := range tools {
 		if !slices.Contains(a.Tools, t.name) {
 			a.Tools = append(a.Tools, t.name)
@@ -299,6 +357,8 @@ func (d *Deployment) define(f *File) (*Agent, error) {
 	switch a.SnapshotStore {
 	case StoreBadger:
 		a.store = d.disk
+	case StorePostgres:
+		a.store = d.shared
 	case StoreMemory:
 		a.store = d.memory
 	}
@@ -552,5 +612,21 @@ func (d *Deployment) Close(ctx context.Context) error {
 	if d.ownDisk {
 		errs = append(errs, d.disk.Close())
 	}
+	if d.ownShared {
+		errs = append(errs, d.shared.Close())
+	}
 	return errors.Join(errs...)
+}
+
+// Ready checks that the deployment can keep snapshots: that the stores which can be
+// down while it runs (PostgreSQL) answer. Its error wraps store.ErrUnavailable.
+func (d *Deployment) Ready(ctx context.Context) error {
+	for _, st := range []store.Store{d.disk, d.shared} {
+		if p, ok := st.(store.Pinger); ok {
+			if err := p.Ping(ctx); err != nil {
+				return fmt.Errorf("deploy: %w", err)
+			}
+		}
+	}
+	return nil
 }

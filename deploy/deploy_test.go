@@ -16,6 +16,7 @@ import (
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/deploy"
 	"github.com/terrarium-ai/terrarium/store"
+	"github.com/terrarium-ai/terrarium/store/pgstore/pgtest"
 )
 
 var quiet = deploy.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -164,6 +165,8 @@ func TestDeploymentErrorsNameFileLineAndField(t *testing.T) {
 			"a.yaml:5: plugins[0].path: "},
 		{"badger without a data directory", map[string]string{"a.yaml": "name: a\nmodel: {name: offline/echo}\nplugins:\n" + offline},
 			"a.yaml: snapshots.store: badger needs a data directory"},
+		{"postgres without a database", map[string]string{"a.yaml": "name: a\nmodel: {name: offline/echo}\nsnapshots: {store: postgres}\nplugins:\n" + offline},
+			"a.yaml:3: snapshots.store: postgres needs the database's URL"},
 		{"broken prompt", map[string]string{"a.yaml": "name: a\nmodel: {name: offline/echo}\nsnapshots: {store: none}\nprompt: |\n  Hello {{#if}}\nplugins:\n" + offline},
 			"a.yaml:4: prompt: prompt: prompt template error: "},
 	} {
@@ -185,10 +188,20 @@ func TestDeploymentErrorsNameFileLineAndField(t *testing.T) {
 	}
 }
 
+// A store given replaces Badger, and PostgreSQL too (what terrarium mcp, which keeps
+// nothing, does with a fleet's agent files).
 func TestDeploymentKeepsSessionsInAStoreItIsGiven(t *testing.T) {
-	dir := writeFiles(t, map[string]string{"a.yaml": "name: a\nmodel: {name: offline/echo}\nplugins:\n  - path: ../../plugins/offline\n"})
-	// The plugin path is relative to the agent file: copy the file next to plugins/.
-	src, _ := os.ReadFile(filepath.Join(dir, "a.yaml"))
+	for _, kind := range []string{"", deploy.StorePostgres} {
+		t.Run("store="+kind, func(t *testing.T) { testGivenStore(t, kind) })
+	}
+}
+
+func testGivenStore(t *testing.T, kind string) {
+	src := []byte("name: a\nmodel: {name: offline/echo}\nplugins:\n  - path: ../../plugins/offline\n")
+	if kind != "" {
+		src = append(src, "snapshots: {store: "+kind+"}\n"...)
+	}
+	// The plugin path is relative to the agent file: parse it as if next to plugins/.
 	f, err := deploy.Parse(filepath.Join("..", "examples", "deploy", "a.yaml"), src)
 	if err != nil {
 		t.Fatal(err)
@@ -233,4 +246,44 @@ func (s *countingStore) Commit(ctx context.Context, ns string, rec store.Record,
 func (s *countingStore) Close() error {
 	s.closed = true
 	return s.Memory.Close()
+}
+
+// With a PostgreSQL database, agents keep their sessions there unless their file says
+// otherwise, and a second deployment on the database (another host) resumes them.
+func TestDeploymentKeepsSessionsInPostgres(t *testing.T) {
+	url := pgtest.URL(t)
+	src := []byte("name: a\nmodel: {name: offline/echo}\nplugins:\n  - path: ../../plugins/offline\n")
+	f, err := deploy.Parse(filepath.Join("..", "examples", "deploy", "a.yaml"), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostA, err := deploy.New(t.Context(), []*deploy.File{f}, deploy.WithPostgres(url), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostA.Close(context.Background())
+	if err := hostA.Ready(t.Context()); err != nil {
+		t.Fatalf("Ready: %v", err)
+	}
+	a, _ := hostA.Agent("a")
+	if a.SnapshotStore != deploy.StorePostgres {
+		t.Fatalf("agent's store = %q, want postgres by default", a.SnapshotStore)
+	}
+	conn, err := a.Flow().ConnectAny(t.Context(), json.RawMessage(`{"sessionId":"s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn(t, conn, say("hi"))
+	conn.Close()
+	conn.Output()
+
+	hostB, err := deploy.New(t.Context(), []*deploy.File{f}, deploy.WithPostgres(url), deploy.WithRegistry(agent.NewRegistry()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostB.Close(context.Background())
+	b, _ := hostB.Agent("a")
+	if ok, err := b.HasSession(t.Context(), "s"); !ok || err != nil {
+		t.Fatalf("the second host's HasSession = %v, %v", ok, err)
+	}
 }

@@ -45,7 +45,7 @@ import (
 //	    sha256: 9f86d0...                # optional pin
 //	    grants: {state: none, timeout: 5s}
 //	snapshots:
-//	  store: badger                      # badger (the default), memory or none
+//	  store: badger                      # badger (the default), postgres, memory or none
 //	  on: [turnEnd, invocationEnd]
 //
 // A routed agent has the keys of routes.Definition instead of prompt, tools and
@@ -141,9 +141,11 @@ type Grants struct {
 
 // Snapshots is the snapshot section of an agent file.
 type Snapshots struct {
-	// Store is where snapshots are kept: "badger" (the default: the deployment's data
-	// directory), "memory" (lost on restart) or "none" (no snapshots: the client keeps
-	// the session's state).
+	// Store is where snapshots are kept: "badger" (the deployment's data directory),
+	// "postgres" (the deployment's PostgreSQL database, shared by every host serving
+	// the file), "memory" (lost on restart) or "none" (no snapshots: the client keeps
+	// the session's state). The default is postgres when the deployment has a
+	// PostgreSQL database (terrarium serve -store), badger otherwise.
 	Store string `yaml:"store,omitempty"`
 	// On lists the events a snapshot is taken at: turnEnd, invocationEnd (default:
 	// both).
@@ -152,9 +154,10 @@ type Snapshots struct {
 
 // The snapshot stores an agent file may name.
 const (
-	StoreBadger = "badger"
-	StoreMemory = "memory"
-	StoreNone   = "none"
+	StoreBadger   = "badger"
+	StorePostgres = "postgres"
+	StoreMemory   = "memory"
+	StoreNone     = "none"
 )
 
 // ErrInvalid is wrapped by every error about an agent file.
@@ -329,9 +332,9 @@ func (f *File) check() error {
 		}
 	}
 	switch f.Snapshots.Store {
-	case "", StoreBadger, StoreMemory, StoreNone:
+	case "", StoreBadger, StorePostgres, StoreMemory, StoreNone:
 	default:
-		return f.errorf("snapshots.store", "%q: want badger, memory or none", f.Snapshots.Store)
+		return f.errorf("snapshots.store", "%q: want badger, postgres, memory or none", f.Snapshots.Store)
 	}
 	for i, e := range f.Snapshots.On {
 		if e != "turnEnd" && e != "invocationEnd" {
@@ -386,7 +389,8 @@ func (f *File) routedKeys() []string {
 	return keys
 }
 
-// SnapshotStore returns the store the file asks for, badger by default.
+// SnapshotStore returns the store the file asks for, badger by default (a deployment
+// with a PostgreSQL database makes postgres the default: see WithPostgres).
 func (f *File) SnapshotStore() string {
 	if f.Snapshots.Store == "" {
 		return StoreBadger

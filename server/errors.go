@@ -13,6 +13,7 @@ import (
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/routes"
 	"github.com/terrarium-ai/terrarium/agent/session"
+	"github.com/terrarium-ai/terrarium/store"
 )
 
 // The server's own errors, for errors.Is.
@@ -66,6 +67,7 @@ var errorCodes = []struct {
 	{ErrNoRunningTurn, http.StatusConflict, "no_running_turn"},
 	{ErrCancelled, http.StatusConflict, "cancelled"},
 	{ErrShuttingDown, http.StatusServiceUnavailable, "shutting_down"},
+	{store.ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable"},
 }
 
 // classify returns the HTTP status and the error envelope for err.

@@ -166,9 +166,22 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyTimeout bounds the store check of /readyz: a probe that hangs tells a load
+// balancer nothing.
+const readyTimeout = 2 * time.Second
+
+// readyz answers whether the server takes turns: not while it shuts down, nor while
+// the snapshot store cannot be reached (503 store_unavailable), since every turn of a
+// kept session would fail.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.draining.Load() {
 		writeError(w, r, ErrShuttingDown)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.dep.Ready(ctx); err != nil {
+		writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -24,6 +24,10 @@ type live struct {
 	running  bool
 	attached int       // WebSocket connections holding it open
 	idle     time.Time // when its last turn ended
+	// head is the snapshot the connection's state was last saved to or resumed from,
+	// "" until known (a new session, or one resumed from a snapshot before its first
+	// turn). Another host sharing the store may have continued the session since.
+	head string
 }
 
 type sessionKey struct{ agent, id string }
@@ -81,30 +85,75 @@ func (s *sessions) start(a *deploy.Agent, init json.RawMessage) (*live, error) {
 }
 
 // get returns the open session, or opens a session the agent keeps: after a restart,
-// or once it was closed for idleness.
+// once it was closed for idleness, or when another host sharing the store ran a turn
+// of it since its last turn here (then the open connection is stale: its next commit
+// would conflict, so it is closed and the session reopened from the store's head).
+// The store is read without holding s.mu, which every request takes.
 func (s *sessions) get(ctx context.Context, a *deploy.Agent, id string) (*live, error) {
+	key := sessionKey{a.Name, id}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.draining {
+	draining, l := s.draining, s.open[key]
+	s.mu.Unlock()
+	if draining {
 		return nil, ErrShuttingDown
 	}
-	if l := s.open[sessionKey{a.Name, id}]; l != nil {
+	if l != nil && !a.ServerManaged() {
 		return l, nil
 	}
-	ok, err := a.HasSession(ctx, id)
+	head, err := a.Head(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
+	if l != nil {
+		// Checked and removed under s.mu, which claim takes too: a turn claiming the
+		// session meanwhile keeps it.
+		s.mu.Lock()
+		cur := s.open[key]
+		evict := cur == l && l.stale(head)
+		if evict {
+			s.removeLocked(l)
+		}
+		s.mu.Unlock()
+		if !evict && cur != nil {
+			return cur, nil
+		}
+		if evict {
+			// Its state is the snapshot it continues, so closing saves nothing.
+			l.close()
+		}
+	}
+	if head == "" {
 		return nil, fmt.Errorf("%w: agent %s has no session %q", ErrSessionNotFound, a.Name, id)
 	}
 	init, _ := json.Marshal(initIDs{SessionID: id})
-	l, err := s.connect(a, init)
+	fresh, err := s.connect(a, init)
 	if err != nil {
 		return nil, err
 	}
-	s.add(l)
-	return l, nil
+	// The connection resumed from head, or from a later snapshot if another host
+	// committed meanwhile: then the next turn here reopens it once more.
+	fresh.head = head
+	s.mu.Lock()
+	if s.draining || s.open[key] != nil {
+		l, draining := s.open[key], s.draining
+		s.mu.Unlock()
+		fresh.close()
+		if draining {
+			return nil, ErrShuttingDown
+		}
+		return l, nil // another request opened it first
+	}
+	s.add(fresh)
+	s.mu.Unlock()
+	return fresh, nil
+}
+
+// stale reports whether the session, idle and held by no WebSocket, continues an
+// older snapshot than the store's head: another host ran a turn of it since.
+func (l *live) stale(head string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.running && l.attached == 0 && l.head != "" && l.head != head
 }
 
 // peek returns the open session, or nil.
@@ -134,6 +183,11 @@ func (s *sessions) add(l *live) {
 func (s *sessions) remove(l *live) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.removeLocked(l)
+}
+
+// removeLocked is remove for a caller holding s.mu.
+func (s *sessions) removeLocked(l *live) {
 	k := sessionKey{l.agent.Name, l.id}
 	if s.open[k] == l {
 		delete(s.open, k)
@@ -177,6 +231,11 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 	listening := true
 	var last *session.AnyChunk
 	err := s.runTurn(l, in, func(c *session.AnyChunk) error {
+		if c.SnapshotCreated != "" {
+			l.mu.Lock()
+			l.head = c.SnapshotCreated
+			l.mu.Unlock()
+		}
 		if c.EndTurn {
 			last = c
 			return nil

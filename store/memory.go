@@ -208,7 +208,7 @@ func (m *Memory) Record(ctx context.Context, ns, id string) (Record, error) {
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
-	if err := checkNamed("namespace", ns, "record ID", id); err != nil {
+	if err := CheckNamed("namespace", ns, "record ID", id); err != nil {
 		return Record{}, err
 	}
 	if m.closed.Load() {
@@ -227,7 +227,7 @@ func (m *Memory) Records(ctx context.Context, ns, session string) ([]Record, err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkNamed("namespace", ns, "session", session); err != nil {
+	if err := CheckNamed("namespace", ns, "session", session); err != nil {
 		return nil, err
 	}
 	if m.closed.Load() {
@@ -251,7 +251,7 @@ func (m *Memory) Head(ctx context.Context, ns, session string) (Record, error) {
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
-	if err := checkNamed("namespace", ns, "session", session); err != nil {
+	if err := CheckNamed("namespace", ns, "session", session); err != nil {
 		return Record{}, err
 	}
 	if m.closed.Load() {
@@ -274,7 +274,7 @@ func (m *Memory) Sessions(ctx context.Context, ns string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkNamed("namespace", ns); err != nil {
+	if err := CheckNamed("namespace", ns); err != nil {
 		return nil, err
 	}
 	if m.closed.Load() {
@@ -307,7 +307,7 @@ func (m *Memory) Blob(ctx context.Context, ns, key string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkNamed("namespace", ns, "blob key", key); err != nil {
+	if err := CheckNamed("namespace", ns, "blob key", key); err != nil {
 		return nil, err
 	}
 	if m.closed.Load() {
@@ -326,7 +326,7 @@ func (m *Memory) Stats(ctx context.Context, ns string) (Stats, error) {
 	if err := ctx.Err(); err != nil {
 		return Stats{}, err
 	}
-	if err := checkNamed("namespace", ns); err != nil {
+	if err := CheckNamed("namespace", ns); err != nil {
 		return Stats{}, err
 	}
 	if m.closed.Load() {
@@ -351,7 +351,7 @@ func (m *Memory) Close() error {
 // what lets Commit be all-or-nothing without a rollback. Implementations call it first,
 // so that every store refuses the same input with the same error.
 func CheckCommit(ns string, rec Record, blobs []Blob) error {
-	if err := checkNamed("namespace", ns, "record ID", rec.ID, "session", rec.Session); err != nil {
+	if err := CheckNamed("namespace", ns, "record ID", rec.ID, "session", rec.Session); err != nil {
 		return err
 	}
 	if len(rec.Parent) > MaxNameLen {
@@ -365,9 +365,10 @@ func CheckCommit(ns string, rec Record, blobs []Blob) error {
 	return nil
 }
 
-// checkNamed runs CheckNames on (label, name) pairs so the error says which name was
-// wrong; CheckNames alone cannot tell a namespace from a record ID.
-func checkNamed(pairs ...string) error {
+// CheckNamed is CheckNames for (label, name) pairs, such as ("namespace", ns, "session",
+// session): its error says which name was wrong, which CheckNames cannot tell.
+// Implementations call it first on the names of every call but Commit (CheckCommit).
+func CheckNamed(pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if err := CheckNames(pairs[i+1]); err != nil {
 			return fmt.Errorf("%s: %w", pairs[i], err)

@@ -5,9 +5,9 @@
 // Every key lives under a namespace, and namespaces never see each other's data: an
 // operator serving several tenants gives each its own namespace.
 //
-// Implementations: NewMemory (this package) and the Badger store in store/badgerstore,
-// the embedded on-disk default. Every implementation passes the conformance suite in
-// store/storetest.
+// Implementations: NewMemory (this package), the Badger store in store/badgerstore (the
+// embedded on-disk default) and the PostgreSQL store in store/pgstore (for hosts that
+// share sessions). Every implementation passes the conformance suite in store/storetest.
 package store
 
 import (
@@ -55,11 +55,19 @@ type Store interface {
 }
 
 // SessionLister is a Store that can list the sessions of a namespace: what a server
-// shows as its sessions. The memory and Badger stores implement it.
+// shows as its sessions. The memory, Badger and PostgreSQL stores implement it.
 type SessionLister interface {
 	// Sessions returns the IDs of the sessions with at least one record in the
 	// namespace, sorted.
 	Sessions(ctx context.Context, ns string) ([]string, error)
+}
+
+// Pinger is a Store kept by a service that can be down while the process runs (the
+// PostgreSQL store): what a readiness probe checks.
+type Pinger interface {
+	// Ping checks, once and without retrying, that the store can serve calls. Its
+	// errors wrap ErrUnavailable, or ErrClosed.
+	Ping(ctx context.Context) error
 }
 
 // Record is one entry of a session's history: a snapshot record, to package agent.
@@ -106,6 +114,15 @@ var (
 	// ErrConflict: another commit already continued the same parent (see Store.Commit).
 	// The error is a *ConflictError.
 	ErrConflict = errors.New("store: conflict")
+	// ErrCorrupt: what the store holds is damaged (a file failed its checksum, a value
+	// does not decode, an index names a missing record), so it cannot return what was
+	// committed. Never reported as ErrNotFound: damage is not absence.
+	ErrCorrupt = errors.New("store: corrupt")
+	// ErrUnavailable: the store's database could not be reached, or kept failing in ways
+	// that pass (a broken connection, a server restarting), for as long as the store
+	// retries. The call may succeed later; a commit that failed so may or may not have
+	// landed, and committing the same record again is safe (see Store.Commit).
+	ErrUnavailable = errors.New("store: database unavailable")
 )
 
 // ConflictError is the error of a commit whose parent another commit already continued.

@@ -17,6 +17,8 @@ import (
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/store"
 	"github.com/terrarium-ai/terrarium/store/badgerstore"
+	"github.com/terrarium-ai/terrarium/store/pgstore"
+	"github.com/terrarium-ai/terrarium/store/pgstore/pgtest"
 )
 
 // instantModel answers at once with a fixed message: what remains of a turn's cost is
@@ -39,6 +41,14 @@ func benchStores(b *testing.B) map[string]func(b *testing.B) store.Store {
 		"memory": func(b *testing.B) store.Store { return store.NewMemory() },
 		"badger": func(b *testing.B) store.Store {
 			db, err := badgerstore.Open(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { db.Close() })
+			return db
+		},
+		"postgres": func(b *testing.B) store.Store {
+			db, err := pgstore.Open(b.Context(), pgtest.URL(b))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -99,13 +109,14 @@ func BenchmarkSessionFlowTurn(b *testing.B) {
 // BenchmarkSnapshotStorageGrowth runs a 1,000-turn session with a snapshot every turn
 // and reports the bytes stored divided by the bytes of all its messages (stored/msg):
 // linear growth keeps it a small constant; storing every snapshot's full state would
-// make it about 500.
+// make it about 500. For PostgreSQL it also reports what its tables take on disk
+// (disk-bytes, and disk/msg), indexes and page overhead included.
 func BenchmarkSnapshotStorageGrowth(b *testing.B) {
 	const turns = 1000
 	stores := benchStores(b)
-	for _, name := range []string{"memory", "badger"} {
+	for _, name := range []string{"memory", "badger", "postgres"} {
 		b.Run(name, func(b *testing.B) {
-			var ratio float64
+			var ratio, disk, diskBytes float64
 			for i := 0; i < b.N; i++ {
 				st := stores[name](b)
 				snaps := session.NewSnapshotStore[ChatState](st)
@@ -134,8 +145,19 @@ func BenchmarkSnapshotStorageGrowth(b *testing.B) {
 					b.Fatal(err)
 				}
 				ratio = float64(stats.Bytes) / float64(msgBytes)
+				if pg, ok := st.(*pgstore.Store); ok {
+					n, err := pg.DiskSize(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					disk, diskBytes = float64(n)/float64(msgBytes), float64(n)
+				}
 			}
 			b.ReportMetric(ratio, "stored/msg")
+			if disk > 0 {
+				b.ReportMetric(disk, "disk/msg")
+				b.ReportMetric(diskBytes, "disk-bytes")
+			}
 		})
 	}
 }

@@ -495,10 +495,25 @@ func TestSessionFlowCancel(t *testing.T) {
 	}
 }
 
-// corruptStore flips a byte of every blob read, or hides it.
+// corruptStore flips a byte of every blob read, or hides it, or (damaged) reports
+// every read damaged, as a store that checks its files does.
 type corruptStore struct {
 	store.Store
 	mode string
+}
+
+func (c *corruptStore) Record(ctx context.Context, ns, id string) (store.Record, error) {
+	if c.mode == "damaged" {
+		return store.Record{}, fmt.Errorf("%w: record %s fails its checksum", store.ErrCorrupt, id)
+	}
+	return c.Store.Record(ctx, ns, id)
+}
+
+func (c *corruptStore) Head(ctx context.Context, ns, session string) (store.Record, error) {
+	if c.mode == "damaged" {
+		return store.Record{}, fmt.Errorf("%w: the head of %s fails its checksum", store.ErrCorrupt, session)
+	}
+	return c.Store.Head(ctx, ns, session)
 }
 
 func (c *corruptStore) Blob(ctx context.Context, ns, key string) ([]byte, error) {
@@ -506,8 +521,11 @@ func (c *corruptStore) Blob(ctx context.Context, ns, key string) ([]byte, error)
 	if err != nil || c.mode == "" {
 		return b, err
 	}
-	if c.mode == "missing" {
+	switch c.mode {
+	case "missing":
 		return nil, fmt.Errorf("%w: blob %s", store.ErrNotFound, key)
+	case "damaged":
+		return nil, fmt.Errorf("%w: blob %s fails its checksum", store.ErrCorrupt, key)
 	}
 	b = slices.Clone(b)
 	b[len(b)/2] ^= 0x20
@@ -515,7 +533,7 @@ func (c *corruptStore) Blob(ctx context.Context, ns, key string) ([]byte, error)
 }
 
 func TestSnapshotCorruptionIsDetected(t *testing.T) {
-	for _, mode := range []string{"flip", "missing"} {
+	for _, mode := range []string{"flip", "missing", "damaged"} {
 		t.Run(mode, func(t *testing.T) {
 			cs := &corruptStore{Store: store.NewMemory()}
 			snaps := session.NewSnapshotStore[ChatState](cs)
@@ -535,6 +553,9 @@ func TestSnapshotCorruptionIsDetected(t *testing.T) {
 			flow2 := chatFlow(agent.NewRegistry(), echoModel(), session.WithSnapshotStore(fresh))
 			if _, err := flow2.StreamBidi(ctx, session.WithSnapshotID[ChatState](id)); !errors.Is(err, session.ErrSnapshotCorrupt) {
 				t.Errorf("resuming a corrupt snapshot: %v", err)
+			}
+			if _, err := fresh.LatestSnapshot(ctx, c.SessionID()); !errors.Is(err, session.ErrSnapshotCorrupt) {
+				t.Errorf("LatestSnapshot of a corrupt session: %v", err)
 			}
 		})
 	}

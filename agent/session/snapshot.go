@@ -67,7 +67,8 @@ var (
 	// wraps agent.ErrNotFound.
 	ErrSnapshotNotFound = &notFoundError{"snapshot not found"}
 	// ErrSnapshotCorrupt: a stored snapshot failed verification (a hash mismatch, a
-	// missing or undecodable piece). Its state is never returned.
+	// missing or undecodable piece), or the store found it damaged (store.ErrCorrupt,
+	// also wrapped). Its state is never returned.
 	ErrSnapshotCorrupt = errors.New("snapshot corrupt")
 	// ErrNoSnapshotStore: the flow has no snapshot store (its sessions are
 	// client-managed), but the call needs one: a resume by snapshot or session ID, a

@@ -372,13 +372,23 @@ func (s *snapshotStore[State]) knownOf(ctx context.Context, id string) (*known, 
 	return k, err
 }
 
+// damaged makes the store's report of damage (store.ErrCorrupt) an ErrSnapshotCorrupt
+// too: whether a hash check here or the store's own checks found it, a snapshot that
+// cannot be read as it was saved is one error to callers.
+func damaged(err error) error {
+	if errors.Is(err, store.ErrCorrupt) {
+		return fmt.Errorf("%w: %w", ErrSnapshotCorrupt, err)
+	}
+	return err
+}
+
 func (s *snapshotStore[State]) record(ctx context.Context, id string) (store.Record, error) {
 	rec, err := s.st.Record(ctx, s.ns, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return rec, fmt.Errorf("session: %w: %s", ErrSnapshotNotFound, id)
 	}
 	if err != nil {
-		return rec, fmt.Errorf("session: loading snapshot %s: %w", id, err)
+		return rec, fmt.Errorf("session: loading snapshot %s: %w", id, damaged(err))
 	}
 	return rec, nil
 }
@@ -407,7 +417,7 @@ func (s *snapshotStore[State]) GetSnapshot(ctx context.Context, id string) (*Ses
 func (s *snapshotStore[State]) settled(ctx context.Context, pending *SessionSnapshot[State], k *known) (*SessionSnapshot[State], *known, error) {
 	recs, err := s.st.Records(ctx, s.ns, pending.SessionID)
 	if err != nil {
-		return nil, nil, fmt.Errorf("session: loading the settlement of snapshot %s: %w", pending.SnapshotID, err)
+		return nil, nil, fmt.Errorf("session: loading the settlement of snapshot %s: %w", pending.SnapshotID, damaged(err))
 	}
 	for _, rec := range recs {
 		if rec.Parent == pending.SnapshotID && !rec.Branch {
@@ -440,7 +450,7 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 			return nil, corrupt("%s (blob %s) is missing", what, d)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("session: loading snapshot %s: %s: %w", id, what, err)
+			return nil, fmt.Errorf("session: loading snapshot %s: %s: %w", id, what, damaged(err))
 		}
 		if digest(data) != d {
 			return nil, corrupt("%s (blob %s) does not match its hash", what, d)
@@ -545,7 +555,7 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 func (s *snapshotStore[State]) ListSnapshots(ctx context.Context, sessionID string) ([]*SessionSnapshot[State], error) {
 	recs, err := s.st.Records(ctx, s.ns, sessionID)
 	if err != nil {
-		return nil, fmt.Errorf("session: listing the snapshots of session %s: %w", sessionID, err)
+		return nil, fmt.Errorf("session: listing the snapshots of session %s: %w", sessionID, damaged(err))
 	}
 	out := make([]*SessionSnapshot[State], 0, len(recs))
 	for _, rec := range recs {
@@ -565,7 +575,7 @@ func (s *snapshotStore[State]) LatestSnapshot(ctx context.Context, sessionID str
 		return nil, fmt.Errorf("session: %w: session %s has none", ErrSnapshotNotFound, sessionID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("session: loading the latest snapshot of session %s: %w", sessionID, err)
+		return nil, fmt.Errorf("session: loading the latest snapshot of session %s: %w", sessionID, damaged(err))
 	}
 	snap, k, err := s.decode(ctx, rec)
 	if err != nil {

@@ -19,11 +19,12 @@ import (
 )
 
 type serveFlags struct {
-	addr, data, reflectionAddr string
-	genkitDir                  string
-	dev                        bool
-	maxBody                    int64
-	idle, shutdown             time.Duration
+	addr, data, store string
+	reflectionAddr    string
+	genkitDir         string
+	dev               bool
+	maxBody           int64
+	idle, shutdown    time.Duration
 }
 
 func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -31,6 +32,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var f serveFlags
 	fs.StringVar(&f.addr, "addr", "localhost:8080", "listen on this address")
 	fs.StringVar(&f.data, "data", "terrarium-data", "keep snapshots in a Badger database in this directory")
+	fs.StringVar(&f.store, "store", "", "keep snapshots in this PostgreSQL database (postgres://...), shared with every host given the same: agents keep their sessions there unless their file names another store")
 	fs.BoolVar(&f.dev, "dev", false, "development mode: serve Genkit's reflection API on -reflection-addr and announce it in .genkit/runtimes")
 	fs.StringVar(&f.reflectionAddr, "reflection-addr", "127.0.0.1:3100", "the reflection API's address, with -dev")
 	fs.StringVar(&f.genkitDir, "genkit-dir", ".", "with -dev, the project directory whose .genkit/runtimes Genkit's tools read")
@@ -43,6 +45,10 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if f.store != "" && !strings.HasPrefix(f.store, "postgres://") && !strings.HasPrefix(f.store, "postgresql://") {
+		fmt.Fprintln(stderr, "terrarium serve: -store: want a postgres:// URL")
 		return exitUsage
 	}
 	dir := "."
@@ -83,11 +89,15 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	d, err := deploy.New(ctx, files, deploy.WithDataDir(f.data), deploy.WithLogger(log), deploy.WithMeterProvider(mp))
+	opts := []deploy.Option{deploy.WithDataDir(f.data), deploy.WithLogger(log), deploy.WithMeterProvider(mp)}
+	if f.store != "" {
+		opts = append(opts, deploy.WithPostgres(f.store))
+	}
+	d, err := deploy.New(ctx, files, opts...)
 	if err != nil {
 		return err
 	}
-	// Closing the deployment last closes Badger, after every session's last snapshot.
+	// Closing the deployment last closes its stores, after every session's last snapshot.
 	defer d.Close(context.Background())
 	srv, err := server.New(d, server.WithLogger(log), server.WithMetrics(mp, metrics),
 		server.WithMaxBodyBytes(f.maxBody), server.WithIdleTimeout(f.idle))

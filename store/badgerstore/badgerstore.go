@@ -19,6 +19,14 @@
 // (turn, commit) order with negative turns first. seq counts a session's commits; it is
 // read and bumped from the "l" key inside the committing transaction, so two commits to
 // one session conflict and one of them retries with the next seq.
+//
+// # Damage
+//
+// A damaged store fails with an error wrapping store.ErrCorrupt, from Open or from the
+// read, rather than panic, return other data, or roll back: Open verifies every table
+// (verify.go) and that no acknowledged commit was cut from Badger's write-ahead log
+// (WitnessFile); reads check checksums. docs/architecture.md says what is and is not
+// detected.
 package badgerstore
 
 import (
@@ -29,11 +37,14 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/terrarium-ai/terrarium/store"
 )
@@ -68,9 +79,11 @@ const maxCommitAttempts = 100
 type Store struct {
 	// mu is held shared by every call for its whole duration and exclusively by Close,
 	// so Close waits for calls in flight and Badger is never used after it is closed.
-	mu     sync.RWMutex
-	closed bool
-	db     *badger.DB
+	mu      sync.RWMutex
+	closed  bool
+	db      *badger.DB
+	witness *witness
+	logger  *slog.Logger
 }
 
 var (
@@ -105,6 +118,10 @@ func WithLogger(l *slog.Logger) Option {
 
 // Open opens the store in dir, creating it if needed. Badger locks the directory, so
 // only one process (and one Store) can have it open at a time.
+//
+// Open verifies every table's checksums and that no acknowledged commit is missing
+// (see WitnessFile); damage is an error wrapping store.ErrCorrupt. Verifying reads the
+// whole store, so Open takes longer as the store grows.
 func Open(dir string, opts ...Option) (*Store, error) {
 	var c config
 	for _, o := range opts {
@@ -114,21 +131,75 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("badgerstore: open: empty directory: %w", store.ErrInvalid)
 	}
 	// Without SyncWrites a commit is only in the OS page cache when it returns and can
-	// be lost with the machine; the store's contract is that it is durable.
-	bo := badger.DefaultOptions(dir).WithValueThreshold(valueThreshold).WithSyncWrites(true)
+	// be lost with the machine; the store's contract is that it is durable. Checksums
+	// are verified on every block read from a table (a block that fails reads as
+	// absent, which Open's verification of every table makes rare: see verifyTables)
+	// and on every value read from the value log.
+	bo := badger.DefaultOptions(dir).WithValueThreshold(valueThreshold).WithSyncWrites(true).
+		WithChecksumVerificationMode(options.OnBlockRead).WithVerifyValueChecksum(true)
+	logger := slog.Default()
 	switch {
 	case !c.loggerSet:
 		bo = bo.WithLogger(slogLogger{min: slog.LevelWarn})
 	case c.logger == nil:
+		logger = slog.New(slog.DiscardHandler)
 		bo = bo.WithLogger(nil)
 	default:
+		logger = c.logger
 		bo = bo.WithLogger(slogLogger{l: c.logger, min: slog.LevelDebug})
 	}
-	db, err := badger.Open(bo)
+	db, err := open(bo)
 	if err != nil {
 		return nil, fmt.Errorf("badgerstore: open %q: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	w, err := openWitness(dir, db.MaxVersion())
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("badgerstore: open %q: %w", dir, err)
+	}
+	return &Store{db: db, witness: w, logger: logger}, nil
+}
+
+// open verifies the tables in bo.Dir, then opens Badger there.
+func open(bo badger.Options) (*badger.DB, error) {
+	if err := os.MkdirAll(bo.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	unlock, err := lockDir(bo.Dir)
+	if err != nil {
+		return nil, err
+	}
+	err = verifyTables(bo.Dir, bo)
+	unlock()
+	if err != nil {
+		return nil, err
+	}
+	return badger.Open(bo)
+}
+
+// recoverDamage turns a panic of Badger's into an error wrapping store.ErrCorrupt. It
+// panics on damaged files (a block's entry count pointing outside the block); the
+// damage is the caller's to report, not a reason to stop the process. The stack goes
+// to the log, in case the panic was a bug rather than damage.
+func recoverDamage(err *error, logger *slog.Logger) {
+	if r := recover(); r != nil {
+		logger.Error("badgerstore: recovered from a panic reading the store", "panic", r, "stack", string(debug.Stack()))
+		*err = fmt.Errorf("%w: badger panicked reading it: %v", store.ErrCorrupt, r)
+	}
+}
+
+// view runs fn in a read transaction. Badger reads memory-mapped files, so a read
+// fails only when what it finds does not decode: whatever error fn returns other than
+// the store's own and the context's is damage.
+func (s *Store) view(fn func(txn *badger.Txn) error) (err error) {
+	defer recoverDamage(&err, s.logger)
+	err = s.db.View(fn)
+	switch {
+	case err == nil, errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrCorrupt),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrCorrupt, err)
 }
 
 // enter starts a call: it holds the store open until the returned release is called.
@@ -156,16 +227,21 @@ func (s *Store) Commit(ctx context.Context, ns string, rec store.Record, blobs [
 	}
 	defer release()
 	for attempt := 1; ; attempt++ {
-		err := s.db.Update(func(txn *badger.Txn) error { return commitTxn(txn, ns, rec, blobs) })
-		if !errors.Is(err, badger.ErrConflict) {
-			var conflict *store.ConflictError
-			if errors.As(err, &conflict) {
-				return err
-			}
-			if err != nil {
+		err := s.update(ns, rec, blobs)
+		var conflict *store.ConflictError
+		switch {
+		case err == nil:
+			// Durable in Badger now; acknowledged once the witness says so.
+			if err := s.witnessCommit(recordKey(ns, rec.ID)); err != nil {
 				return fmt.Errorf("commit record %q in namespace %q: %w", rec.ID, ns, err)
 			}
 			return nil
+		case errors.Is(err, errStored):
+			return nil
+		case errors.As(err, &conflict):
+			return err
+		case !errors.Is(err, badger.ErrConflict):
+			return fmt.Errorf("commit record %q in namespace %q: %w", rec.ID, ns, err)
 		}
 		if attempt == maxCommitAttempts {
 			return fmt.Errorf("commit record %q in namespace %q: gave up after %d conflicting attempts: %w", rec.ID, ns, attempt, err)
@@ -179,17 +255,48 @@ func (s *Store) Commit(ctx context.Context, ns string, rec store.Record, blobs [
 	}
 }
 
+// update runs one attempt at a commit.
+func (s *Store) update(ns string, rec store.Record, blobs []store.Blob) (err error) {
+	defer recoverDamage(&err, s.logger)
+	return s.db.Update(func(txn *badger.Txn) error { return commitTxn(txn, ns, rec, blobs) })
+}
+
+// witnessCommit records the commit that wrote the record key rk in the witness. Its
+// version is the record's: a record is written once, by its commit alone.
+func (s *Store) witnessCommit(rk []byte) error {
+	var version uint64
+	err := s.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(rk)
+		if err != nil {
+			return err
+		}
+		version = item.Version()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.witness.advance(version)
+}
+
+// errStored is commitTxn's answer when the record is already stored: the commit is a
+// no-op, and the transaction must write nothing.
+var errStored = errors.New("record already stored")
+
 func commitTxn(txn *badger.Txn, ns string, rec store.Record, blobs []store.Blob) error {
 	rk := recordKey(ns, rec.ID)
-	if found, err := exists(txn, rk); err != nil || found {
+	switch found, err := exists(txn, rk); {
+	case err != nil:
 		return err
+	case found:
+		return errStored
 	}
 	lk := latestKey(ns, rec.Session)
 	var seq uint64
 	var head string
 	switch item, err := txn.Get(lk); {
 	case err == nil:
-		v, err := item.ValueCopy(nil)
+		v, err := valueOf(item)
 		if err != nil {
 			return err
 		}
@@ -206,7 +313,7 @@ func commitTxn(txn *badger.Txn, ns string, rec store.Record, blobs []store.Blob)
 		ck := lineKey(ns, rec.Session, rec.Parent)
 		switch item, err := txn.Get(ck); {
 		case err == nil:
-			cont, err := item.ValueCopy(nil)
+			cont, err := valueOf(item)
 			if err != nil {
 				return err
 			}
@@ -242,6 +349,20 @@ func commitTxn(txn *badger.Txn, ns string, rec store.Record, blobs []store.Blob)
 	return txn.Set(lk, encodeLatest(seq, rec.ID))
 }
 
+// valueOf copies an item's value. Badger logs a value it cannot read from the value
+// log (a failed checksum, a pointer past the log's end) and returns it empty, without
+// an error: an empty value where the item's size says otherwise is that damage.
+func valueOf(item *badger.Item) ([]byte, error) {
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(v) == 0 && item.ValueSize() > 0 {
+		return nil, fmt.Errorf("%w: a value of %d bytes cannot be read from the value log", store.ErrCorrupt, item.ValueSize())
+	}
+	return v, nil
+}
+
 func exists(txn *badger.Txn, key []byte) (bool, error) {
 	_, err := txn.Get(key)
 	switch {
@@ -259,7 +380,7 @@ func (s *Store) Record(ctx context.Context, ns, id string) (store.Record, error)
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, err
 	}
-	if err := checkNamed("namespace", ns, "record ID", id); err != nil {
+	if err := store.CheckNamed("namespace", ns, "record ID", id); err != nil {
 		return store.Record{}, fmt.Errorf("record: %w", err)
 	}
 	release, err := s.enter()
@@ -268,7 +389,7 @@ func (s *Store) Record(ctx context.Context, ns, id string) (store.Record, error)
 	}
 	defer release()
 	var rec store.Record
-	err = s.db.View(func(txn *badger.Txn) error {
+	err = s.view(func(txn *badger.Txn) error {
 		var err error
 		rec, err = getRecord(txn, ns, id)
 		return err
@@ -288,7 +409,7 @@ func getRecord(txn *badger.Txn, ns, id string) (store.Record, error) {
 	if err != nil {
 		return store.Record{}, err
 	}
-	v, err := item.ValueCopy(nil)
+	v, err := valueOf(item)
 	if err != nil {
 		return store.Record{}, err
 	}
@@ -305,7 +426,7 @@ func (s *Store) Records(ctx context.Context, ns, session string) ([]store.Record
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkNamed("namespace", ns, "session", session); err != nil {
+	if err := store.CheckNamed("namespace", ns, "session", session); err != nil {
 		return nil, fmt.Errorf("records: %w", err)
 	}
 	release, err := s.enter()
@@ -314,23 +435,11 @@ func (s *Store) Records(ctx context.Context, ns, session string) ([]store.Record
 	}
 	defer release()
 	out := []store.Record{}
-	err = s.db.View(func(txn *badger.Txn) error {
-		// Collect the IDs first: looking records up while the iterator is open would
-		// interleave point reads with the scan for no benefit.
-		var ids []string
-		prefix := indexPrefix(ns, session)
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = prefix
-		it := txn.NewIterator(opts)
-		for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
-			v, err := it.Item().ValueCopy(nil)
-			if err != nil {
-				it.Close()
-				return err
-			}
-			ids = append(ids, string(v))
+	err = s.view(func(txn *badger.Txn) error {
+		ids, err := sessionIDs(txn, ns, session)
+		if err != nil {
+			return err
 		}
-		it.Close()
 		for i, id := range ids {
 			if i%256 == 255 {
 				if err := ctx.Err(); err != nil {
@@ -340,7 +449,7 @@ func (s *Store) Records(ctx context.Context, ns, session string) ([]store.Record
 			rec, err := getRecord(txn, ns, id)
 			if errors.Is(err, store.ErrNotFound) {
 				// The database is damaged, which must not read as "no such session".
-				return fmt.Errorf("%w: turn index names missing record %q", errCorrupt, id)
+				return fmt.Errorf("%w: turn index names missing record %q", store.ErrCorrupt, id)
 			}
 			if err != nil {
 				return fmt.Errorf("record %q: %w", id, err)
@@ -355,12 +464,33 @@ func (s *Store) Records(ctx context.Context, ns, session string) ([]store.Record
 	return out, nil
 }
 
+// sessionIDs returns the IDs the turn index lists for a session, in order. Collecting
+// them before looking the records up keeps point reads out of the scan.
+func sessionIDs(txn *badger.Txn, ns, session string) ([]string, error) {
+	var ids []string
+	prefix := indexPrefix(ns, session)
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	it := txn.NewIterator(opts)
+	// Deferred, so that the iterator is closed even when Badger panics on damage:
+	// Badger panics again if a transaction ends with an iterator open.
+	defer it.Close()
+	for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+		v, err := valueOf(it.Item())
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, string(v))
+	}
+	return ids, nil
+}
+
 // Head implements store.Store.
 func (s *Store) Head(ctx context.Context, ns, session string) (store.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, err
 	}
-	if err := checkNamed("namespace", ns, "session", session); err != nil {
+	if err := store.CheckNamed("namespace", ns, "session", session); err != nil {
 		return store.Record{}, fmt.Errorf("head: %w", err)
 	}
 	release, err := s.enter()
@@ -369,7 +499,7 @@ func (s *Store) Head(ctx context.Context, ns, session string) (store.Record, err
 	}
 	defer release()
 	var rec store.Record
-	err = s.db.View(func(txn *badger.Txn) error {
+	err = s.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(latestKey(ns, session))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return store.ErrNotFound
@@ -377,7 +507,7 @@ func (s *Store) Head(ctx context.Context, ns, session string) (store.Record, err
 		if err != nil {
 			return err
 		}
-		v, err := item.ValueCopy(nil)
+		v, err := valueOf(item)
 		if err != nil {
 			return err
 		}
@@ -388,7 +518,7 @@ func (s *Store) Head(ctx context.Context, ns, session string) (store.Record, err
 		rec, err = getRecord(txn, ns, id)
 		if errors.Is(err, store.ErrNotFound) {
 			// The database is damaged, which must not read as "no such session".
-			return fmt.Errorf("%w: names missing record %q", errCorrupt, id)
+			return fmt.Errorf("%w: names missing record %q", store.ErrCorrupt, id)
 		}
 		if err != nil {
 			return fmt.Errorf("record %q: %w", id, err)
@@ -407,7 +537,7 @@ func (s *Store) Sessions(ctx context.Context, ns string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkNamed("namespace", ns); err != nil {
+	if err := store.CheckNamed("namespace", ns); err != nil {
 		return nil, fmt.Errorf("sessions: %w", err)
 	}
 	release, err := s.enter()
@@ -416,7 +546,7 @@ func (s *Store) Sessions(ctx context.Context, ns string) ([]string, error) {
 	}
 	defer release()
 	out := []string{}
-	err = s.db.View(func(txn *badger.Txn) error {
+	err = s.view(func(txn *badger.Txn) error {
 		prefix := nsPrefix(kindLatest, ns, 0)
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = prefix
@@ -439,7 +569,7 @@ func (s *Store) Blob(ctx context.Context, ns, key string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkNamed("namespace", ns, "blob key", key); err != nil {
+	if err := store.CheckNamed("namespace", ns, "blob key", key); err != nil {
 		return nil, fmt.Errorf("blob: %w", err)
 	}
 	release, err := s.enter()
@@ -448,7 +578,7 @@ func (s *Store) Blob(ctx context.Context, ns, key string) ([]byte, error) {
 	}
 	defer release()
 	var data []byte
-	err = s.db.View(func(txn *badger.Txn) error {
+	err = s.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(blobKey(ns, key))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return store.ErrNotFound
@@ -456,7 +586,10 @@ func (s *Store) Blob(ctx context.Context, ns, key string) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		data, err = item.ValueCopy([]byte{})
+		data, err = valueOf(item)
+		if data == nil {
+			data = []byte{}
+		}
 		return err
 	})
 	if err != nil {
@@ -471,7 +604,7 @@ func (s *Store) Stats(ctx context.Context, ns string) (store.Stats, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Stats{}, err
 	}
-	if err := checkNamed("namespace", ns); err != nil {
+	if err := store.CheckNamed("namespace", ns); err != nil {
 		return store.Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	release, err := s.enter()
@@ -480,28 +613,13 @@ func (s *Store) Stats(ctx context.Context, ns string) (store.Stats, error) {
 	}
 	defer release()
 	var st store.Stats
-	err = s.db.View(func(txn *badger.Txn) error {
+	err = s.view(func(txn *badger.Txn) error {
 		for _, kind := range []byte{kindBlob, kindRecord, kindIndex, kindLatest, kindLine} {
-			prefix := nsPrefix(kind, ns, 0)
-			opts := badger.DefaultIteratorOptions
-			opts.Prefix = prefix
-			// Sizes come from the key and the value's metadata; fetching blob values
-			// just to measure them would read the whole namespace.
-			opts.PrefetchValues = false
-			it := txn.NewIterator(opts)
-			n := 0
-			for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
-				item := it.Item()
-				st.Bytes += item.KeySize() + item.ValueSize()
-				n++
-				if n%1024 == 0 {
-					if err := ctx.Err(); err != nil {
-						it.Close()
-						return err
-					}
-				}
+			n, bytes, err := measure(ctx, txn, nsPrefix(kind, ns, 0))
+			if err != nil {
+				return err
 			}
-			it.Close()
+			st.Bytes += bytes
 			switch kind {
 			case kindBlob:
 				st.Blobs = n
@@ -517,6 +635,28 @@ func (s *Store) Stats(ctx context.Context, ns string) (store.Stats, error) {
 	return st, nil
 }
 
+// measure counts the keys under prefix and the bytes of their keys and values.
+func measure(ctx context.Context, txn *badger.Txn, prefix []byte) (n int, bytes int64, err error) {
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	// Sizes come from the key and the value's metadata; fetching blob values just to
+	// measure them would read the whole namespace.
+	opts.PrefetchValues = false
+	it := txn.NewIterator(opts)
+	defer it.Close() // deferred: see sessionIDs
+	for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+		item := it.Item()
+		bytes += item.KeySize() + item.ValueSize()
+		n++
+		if n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	return n, bytes, nil
+}
+
 // Close waits for calls in flight, then closes the database, flushing it to disk.
 // Closing twice is harmless.
 func (s *Store) Close() error {
@@ -526,19 +666,8 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	if err := s.db.Close(); err != nil {
+	if err := errors.Join(s.db.Close(), s.witness.close()); err != nil {
 		return fmt.Errorf("badgerstore: close: %w", err)
-	}
-	return nil
-}
-
-// checkNamed runs store.CheckNames on (label, name) pairs so the error says which name
-// was wrong.
-func checkNamed(pairs ...string) error {
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if err := store.CheckNames(pairs[i+1]); err != nil {
-			return fmt.Errorf("%s: %w", pairs[i], err)
-		}
 	}
 	return nil
 }
@@ -586,9 +715,6 @@ func indexKey(ns, session string, turn int64, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(b, seq)
 }
 
-// errCorrupt marks a stored value this package cannot decode.
-var errCorrupt = errors.New("badgerstore: corrupt value")
-
 // encodeRecord lays a record out as: version byte, uvarint session length, session,
 // uvarint parent length, parent, a flags byte (1: branch), zigzag varint turn, uvarint
 // seq, then the data to the end.
@@ -613,13 +739,13 @@ func encodeRecord(rec store.Record, seq uint64) []byte {
 // caller's to fill in, since it lives in the key.
 func decodeRecord(v []byte) (store.Record, uint64, error) {
 	if len(v) == 0 || v[0] != recordVersion {
-		return store.Record{}, 0, fmt.Errorf("%w: record: unknown version", errCorrupt)
+		return store.Record{}, 0, fmt.Errorf("%w: record: unknown version", store.ErrCorrupt)
 	}
 	v = v[1:]
 	name := func(what string, min uint64) (string, error) {
 		n, k := binary.Uvarint(v)
 		if k <= 0 || n < min || n > store.MaxNameLen || n > uint64(len(v)-k) {
-			return "", fmt.Errorf("%w: record: bad %s length", errCorrupt, what)
+			return "", fmt.Errorf("%w: record: bad %s length", store.ErrCorrupt, what)
 		}
 		out := string(v[k : k+int(n)])
 		v = v[k+int(n):]
@@ -634,18 +760,18 @@ func decodeRecord(v []byte) (store.Record, uint64, error) {
 		return store.Record{}, 0, err
 	}
 	if len(v) == 0 || v[0] > 1 {
-		return store.Record{}, 0, fmt.Errorf("%w: record: bad flags", errCorrupt)
+		return store.Record{}, 0, fmt.Errorf("%w: record: bad flags", store.ErrCorrupt)
 	}
 	branch := v[0] == 1
 	v = v[1:]
 	turn, k := binary.Varint(v)
 	if k <= 0 || turn < math.MinInt || turn > math.MaxInt {
-		return store.Record{}, 0, fmt.Errorf("%w: record: bad turn", errCorrupt)
+		return store.Record{}, 0, fmt.Errorf("%w: record: bad turn", store.ErrCorrupt)
 	}
 	v = v[k:]
 	seq, k := binary.Uvarint(v)
 	if k <= 0 {
-		return store.Record{}, 0, fmt.Errorf("%w: record: bad sequence number", errCorrupt)
+		return store.Record{}, 0, fmt.Errorf("%w: record: bad sequence number", store.ErrCorrupt)
 	}
 	return store.Record{Session: session, Parent: parent, Branch: branch, Turn: int(turn), Data: v[k:]}, seq, nil
 }
@@ -660,7 +786,7 @@ func encodeLatest(seq uint64, id string) []byte {
 
 func decodeLatest(v []byte) (seq uint64, id string, err error) {
 	if len(v) <= 8 || len(v) > 8+store.MaxNameLen {
-		return 0, "", fmt.Errorf("%w: latest record: bad length %d", errCorrupt, len(v))
+		return 0, "", fmt.Errorf("%w: latest record: bad length %d", store.ErrCorrupt, len(v))
 	}
 	return binary.BigEndian.Uint64(v), string(v[8:]), nil
 }

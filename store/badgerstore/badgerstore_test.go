@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -157,10 +158,14 @@ func TestCrashChild(t *testing.T) {
 		os.Exit(2)
 	}
 	ctx := context.Background()
-	for i, r := range crashRecords() {
-		if err := s.Commit(ctx, "ns", r, crashBlobs(i)); err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			os.Exit(2)
+	if os.Getenv(crashModeEnv) == "turns" {
+		commitTurns(t, s)
+	} else {
+		for i, r := range crashRecords() {
+			if err := s.Commit(ctx, "ns", r, crashBlobs(i)); err != nil {
+				fmt.Fprintln(os.Stderr, "child:", err)
+				os.Exit(2)
+			}
 		}
 	}
 	fmt.Fprintln(os.Stdout, "committed")
@@ -439,8 +444,8 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatal("decodeRecord changed its input")
 		}
 		if err != nil {
-			if !errors.Is(err, errCorrupt) {
-				t.Fatalf("decodeRecord error %v does not wrap errCorrupt", err)
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("decodeRecord error %v does not wrap store.ErrCorrupt", err)
 			}
 		} else {
 			if rec.Session == "" || len(rec.Session) > store.MaxNameLen {
@@ -457,8 +462,8 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		lseq, id, err := decodeLatest(v)
 		if err != nil {
-			if !errors.Is(err, errCorrupt) {
-				t.Fatalf("decodeLatest error %v does not wrap errCorrupt", err)
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("decodeLatest error %v does not wrap store.ErrCorrupt", err)
 			}
 			return
 		}
@@ -468,72 +473,83 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
-func BenchmarkCommit(b *testing.B) {
-	b.Run("memory", func(b *testing.B) {
-		benchCommit(b, store.NewMemory())
-	})
-	b.Run("badger", func(b *testing.B) {
-		benchCommit(b, openDir(b, b.TempDir()))
-	})
-}
-
-// BenchmarkCommitParallel commits from many goroutines, one session each: Badger
-// shares an fsync among the commits that wait for it, so throughput grows with callers.
-func BenchmarkCommitParallel(b *testing.B) {
-	b.Run("memory", func(b *testing.B) {
-		benchCommitParallel(b, store.NewMemory())
-	})
-	b.Run("badger", func(b *testing.B) {
-		benchCommitParallel(b, openDir(b, b.TempDir()))
-	})
-}
-
-func benchCommitParallel(b *testing.B, s store.Store) {
-	defer s.Close()
-	var next atomic.Int64
-	data := bytes.Repeat([]byte("r"), 512)
-	blobData := bytes.Repeat([]byte("b"), 256)
-	b.ReportAllocs()
-	b.SetParallelism(8)
-	b.RunParallel(func(pb *testing.PB) {
-		session := fmt.Sprint("s", next.Add(1))
-		turn := 0
-		for pb.Next() {
-			i := next.Add(1)
-			blobs := []store.Blob{
-				{Key: fmt.Sprintf("a%063x", i), Data: blobData},
-				{Key: fmt.Sprintf("b%063x", i), Data: blobData},
-				{Key: fmt.Sprintf("c%063x", i), Data: blobData},
+// BenchmarkWitness puts the witness's cost beside a whole commit's: every commit writes
+// and syncs the witness after Badger has synced the commit.
+func BenchmarkWitness(b *testing.B) {
+	b.Run("commit", func(b *testing.B) {
+		s := openDir(b, b.TempDir())
+		defer s.Close()
+		parent := ""
+		for i := 0; b.Loop(); i++ {
+			r := store.Record{ID: fmt.Sprint("r", i), Session: "s", Parent: parent, Turn: i, Data: bytes.Repeat([]byte("r"), 512)}
+			if err := s.Commit(b.Context(), "ns", r, []store.Blob{{Key: fmt.Sprint("k", i), Data: bytes.Repeat([]byte("b"), 1024)}}); err != nil {
+				b.Fatal(err)
 			}
-			r := store.Record{ID: fmt.Sprintf("%064x", i), Session: session, Turn: turn, Data: data}
-			if err := s.Commit(context.Background(), "bench", r, blobs); err != nil {
-				b.Error(err)
-				return
+			parent = r.ID
+		}
+	})
+	b.Run("witness alone", func(b *testing.B) {
+		s := openDir(b, b.TempDir())
+		defer s.Close()
+		v := s.witness.want.Load()
+		for b.Loop() {
+			v++
+			if err := s.witness.advance(v); err != nil {
+				b.Fatal(err)
 			}
-			turn++
 		}
 	})
 }
 
-// benchCommit commits one record and three small blobs per iteration, all new, as a
-// turn of an agent session would.
-func benchCommit(b *testing.B, s store.Store) {
-	defer s.Close()
-	ctx := context.Background()
-	data := bytes.Repeat([]byte("r"), 512)
-	blobData := [3][]byte{bytes.Repeat([]byte("a"), 64), bytes.Repeat([]byte("b"), 256), bytes.Repeat([]byte("c"), 1024)}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		id := fmt.Sprintf("%064x", i)
-		blobs := []store.Blob{
-			{Key: fmt.Sprintf("a%063x", i), Data: blobData[0]},
-			{Key: fmt.Sprintf("b%063x", i), Data: blobData[1]},
-			{Key: fmt.Sprintf("c%063x", i), Data: blobData[2]},
+// BenchmarkOpen measures what verifying every table adds to Open, on a store of 32 MiB
+// of records in its tables.
+func BenchmarkOpen(b *testing.B) {
+	dir := b.TempDir()
+	s := openDir(b, dir)
+	rng := rand.New(rand.NewChaCha8([32]byte{}))
+	data := make([]byte, 16<<10)
+	parent := ""
+	for i := range 2048 {
+		// Half random, half repeated: about as compressible as JSON messages.
+		for j := range len(data) / 2 {
+			data[j] = byte(rng.Uint32())
 		}
-		if err := s.Commit(ctx, "bench", store.Record{ID: id, Session: "s", Turn: i, Data: data}, blobs); err != nil {
+		r := store.Record{ID: fmt.Sprint("r", i), Session: "s", Parent: parent, Turn: i, Data: data}
+		if err := s.Commit(b.Context(), "ns", r, nil); err != nil {
 			b.Fatal(err)
 		}
-		i++
+		parent = r.ID
 	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	tables, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	for _, p := range tables {
+		fi, err := os.Stat(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size += fi.Size()
+	}
+	b.Logf("%d tables, %d bytes", len(tables), size)
+	b.Run("open and close", func(b *testing.B) {
+		for b.Loop() {
+			if err := openDir(b, dir).Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("verify tables alone", func(b *testing.B) {
+		b.SetBytes(size)
+		opt := badger.DefaultOptions(dir)
+		for b.Loop() {
+			if err := verifyTables(dir, opt); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
