@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -69,6 +70,8 @@ type Host struct {
 	cache     wazero.CompilationCache
 	log       *slog.Logger
 	transport http.RoundTripper
+	// trustedKeys, when any, are the keys every plugin must be signed by one of.
+	trustedKeys []ed25519.PublicKey
 
 	mu      sync.Mutex
 	plugins map[string]*Plugin
@@ -84,10 +87,11 @@ type optionFunc func(*hostConfig)
 func (f optionFunc) apply(c *hostConfig) { f(c) }
 
 type hostConfig struct {
-	cacheDir  string
-	noCache   bool
-	log       *slog.Logger
-	transport http.RoundTripper
+	cacheDir    string
+	noCache     bool
+	log         *slog.Logger
+	transport   http.RoundTripper
+	trustedKeys []ed25519.PublicKey
 }
 
 // WithCompilationCache keeps compiled plugins in dir, so a plugin compiled once (by this
@@ -119,7 +123,7 @@ func New(r *agent.Registry, opts ...Option) (*Host, error) {
 	if cfg.transport == nil {
 		cfg.transport = http.DefaultTransport
 	}
-	h := &Host{reg: r, log: cfg.log, transport: cfg.transport, plugins: map[string]*Plugin{}}
+	h := &Host{reg: r, log: cfg.log, transport: cfg.transport, trustedKeys: cfg.trustedKeys, plugins: map[string]*Plugin{}}
 	if !cfg.noCache {
 		dir := cfg.cacheDir
 		if dir == "" {
@@ -198,11 +202,17 @@ func (p *Plugin) Keys() []string { return slices.Clone(p.keys) }
 // Instances reports the plugin's live instances and how many of them are idle.
 func (p *Plugin) Instances() (live, idle int) { return p.pool.size() }
 
-// LoadFile loads a plugin from a .wasm file. See Load.
+// LoadFile loads a plugin from a .wasm file, with its detached signature from the
+// file beside it (SignatureFile) when the manifest holds none. See Load.
 func (h *Host) LoadFile(ctx context.Context, path string, m Manifest) (*Plugin, error) {
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	if m.Signature == nil {
+		if m.Signature, err = os.ReadFile(SignatureFile(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+		}
 	}
 	p, err := h.Load(ctx, wasm, m)
 	if err != nil {
@@ -253,6 +263,9 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 	p := &Plugin{host: h, sha256: sha256Hex(wasm), size: len(wasm), logs: newPluginLogs()}
 	if m.SHA256 != "" && m.SHA256 != p.sha256 {
 		return nil, fmt.Errorf("host: %w: its SHA-256 is %s, the manifest pins %s", ErrLoad, p.sha256, m.SHA256)
+	}
+	if err := h.checkSignature(wasm, m); err != nil {
+		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
 	m = m.withDefaults()
 	if err := m.validate(); err != nil {

@@ -5,6 +5,10 @@
 //	terrarium plugin build <dir> [-o file.wasm]   build a Go plugin to .wasm (cached)
 //	terrarium plugin inspect <file.wasm> [--json] describe a plugin without loading it
 //	terrarium plugin test <file.wasm> [flags]     run the conformance suite
+//	terrarium plugin keygen <key file>            make an ed25519 key pair for signing
+//	terrarium plugin sign <file.wasm> -key <file> sign a plugin (writes <file.wasm>.sig)
+//	terrarium plugin verify <file.wasm> --trusted-key <key>
+//	                                              check a plugin's signature
 //	terrarium mcp <dir> [--http addr]             serve plugins' tools to MCP clients
 //
 // It adds no logic of its own: it drives deploy, server, mcp, host/pluginbuild,
@@ -43,6 +47,10 @@ commands:
   plugin build <dir> [-o file.wasm]     build a Go plugin (GOOS=wasip1) to .wasm, cached
   plugin inspect <file.wasm> [--json]   show a plugin's descriptor, imports, exports, size and SHA-256
   plugin test <file.wasm> [flags]       check a plugin against Terrarium's conformance suite
+  plugin keygen <key file>              make an ed25519 key pair for signing plugins
+  plugin sign <file.wasm> -key <file>   sign a plugin: writes <file.wasm>.sig
+  plugin verify <file.wasm> --trusted-key <key>
+                                        check a plugin's signature as a host trusting the key would
   mcp <dir> [--http host:port]          serve the tools of a plugin or agent-file directory to MCP clients
 
 Run "terrarium plugin <command> -h" or "terrarium mcp -h" for a command's flags.

@@ -32,6 +32,12 @@ func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return pluginInspect(ctx, args[1:], stdout, stderr)
 	case "test":
 		return pluginTest(ctx, args[1:], stdout, stderr)
+	case "keygen":
+		return pluginKeygen(ctx, args[1:], stdout, stderr)
+	case "sign":
+		return pluginSign(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return pluginVerify(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "terrarium plugin: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage
