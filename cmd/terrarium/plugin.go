@@ -32,6 +32,10 @@ func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return pluginInspect(ctx, args[1:], stdout, stderr)
 	case "test":
 		return pluginTest(ctx, args[1:], stdout, stderr)
+	case "new":
+		return pluginNew(ctx, args[1:], stdout, stderr)
+	case "call":
+		return pluginCall(ctx, args[1:], stdout, stderr)
 	case "keygen":
 		return pluginKeygen(ctx, args[1:], stdout, stderr)
 	case "sign":
@@ -45,11 +49,21 @@ func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 // parse parses flags that may come before or after the one positional argument.
 func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (string, bool) {
+	pos, ok := parseArgs(fs, args, 1, stderr)
+	if !ok {
+		return "", false
+	}
+	return pos[0], true
+}
+
+// parseArgs parses flags that may come before, between or after n positional
+// arguments.
+func parseArgs(fs *flag.FlagSet, args []string, n int, stderr io.Writer) ([]string, bool) {
 	fs.SetOutput(stderr)
 	var pos []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
-			return "", false
+			return nil, false
 		}
 		args = fs.Args()
 		if len(args) > 0 {
@@ -57,12 +71,16 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (string, bool) {
 			args = args[1:]
 		}
 	}
-	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "terrarium %s: want exactly one argument, got %d\n", fs.Name(), len(pos))
+	if len(pos) != n {
+		want := fmt.Sprintf("%d arguments", n)
+		if n == 1 {
+			want = "exactly one argument"
+		}
+		fmt.Fprintf(stderr, "terrarium %s: want %s, got %d\n", fs.Name(), want, len(pos))
 		fs.Usage()
-		return "", false
+		return nil, false
 	}
-	return pos[0], true
+	return pos, true
 }
 
 func pluginBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
