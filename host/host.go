@@ -72,6 +72,10 @@ type Host struct {
 	transport http.RoundTripper
 	// trustedKeys, when any, are the keys every plugin must be signed by one of.
 	trustedKeys []ed25519.PublicKey
+	// lenientOutputs logs tool outputs that break their schema instead of failing.
+	lenientOutputs bool
+	// observe, when set, is told of every host function call (WithHostCallObserver).
+	observe func(plugin, function string)
 
 	mu      sync.Mutex
 	plugins map[string]*Plugin
@@ -87,11 +91,13 @@ type optionFunc func(*hostConfig)
 func (f optionFunc) apply(c *hostConfig) { f(c) }
 
 type hostConfig struct {
-	cacheDir    string
-	noCache     bool
-	log         *slog.Logger
-	transport   http.RoundTripper
-	trustedKeys []ed25519.PublicKey
+	cacheDir       string
+	noCache        bool
+	log            *slog.Logger
+	transport      http.RoundTripper
+	trustedKeys    []ed25519.PublicKey
+	lenientOutputs bool
+	observe        func(plugin, function string)
 }
 
 // WithCompilationCache keeps compiled plugins in dir, so a plugin compiled once (by this
@@ -123,7 +129,8 @@ func New(r *agent.Registry, opts ...Option) (*Host, error) {
 	if cfg.transport == nil {
 		cfg.transport = http.DefaultTransport
 	}
-	h := &Host{reg: r, log: cfg.log, transport: cfg.transport, trustedKeys: cfg.trustedKeys, plugins: map[string]*Plugin{}}
+	h := &Host{reg: r, log: cfg.log, transport: cfg.transport, trustedKeys: cfg.trustedKeys,
+		lenientOutputs: cfg.lenientOutputs, observe: cfg.observe, plugins: map[string]*Plugin{}}
 	if !cfg.noCache {
 		dir := cfg.cacheDir
 		if dir == "" {

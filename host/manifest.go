@@ -123,6 +123,17 @@ func (m Manifest) withDefaults() Manifest {
 	return m
 }
 
+// Validate checks a manifest as loading a plugin with it would: what it grants is
+// well formed, its limits are in range, its trusted keys are keys.
+func (m Manifest) Validate() error {
+	for _, k := range m.TrustedKeys {
+		if _, err := ParsePublicKey(k); err != nil {
+			return fmt.Errorf("trustedKeys: %w", err)
+		}
+	}
+	return m.withDefaults().validate()
+}
+
 func (m Manifest) validate() error {
 	switch m.State {
 	case plugin.StateNone, plugin.StateRead, plugin.StateWrite:

@@ -188,6 +188,7 @@ type wasmCommand struct {
 	name     string // "plugin inspect"
 	file     string
 	asJSON   bool
+	verbose  bool
 	manifest host.Manifest
 	wasm     []byte
 }
@@ -198,6 +199,7 @@ func parseWasmCommand(name, help, jsonHelp string, args []string, stderr io.Writ
 	c := &wasmCommand{name: name}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.BoolVar(&c.asJSON, "json", false, jsonHelp)
+	fs.BoolVar(&c.verbose, "v", false, "show the plugin's log lines (on stderr)")
 	var g grants
 	g.register(fs)
 	fs.Usage = func() {
@@ -212,6 +214,10 @@ func parseWasmCommand(name, help, jsonHelp string, args []string, stderr io.Writ
 	m, err := g.build()
 	if err != nil {
 		fmt.Fprintf(stderr, "terrarium %s: %v\n", name, err)
+		return nil, exitUsage, false
+	}
+	if err := m.Validate(); err != nil {
+		fmt.Fprintf(stderr, "terrarium %s: manifest: %v\n", name, err)
 		return nil, exitUsage, false
 	}
 	c.manifest = m
@@ -325,8 +331,13 @@ func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fmt.Fprintf(stderr, "testing %s ...\n", c.file)
 	n := 0
+	var log *slog.Logger
+	if c.verbose {
+		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	rep, err := conformance.Run(ctx, c.wasm, conformance.Options{
 		Manifest: c.manifest,
+		Log:      log,
 		Progress: func(r conformance.Result) {
 			n++
 			fmt.Fprintf(stderr, "  %3d  %-4s  %s\n", n, r.Outcome, r.Check)

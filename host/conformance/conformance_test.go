@@ -56,6 +56,12 @@ func TestBrokenPluginsFail(t *testing.T) {
 		{"liar", "model m: structured output", "claims JSON output"},
 		{"baddirective", "handler h: at turnStart", `unknown directive action "explode"`},
 		{"badstate", "handler h: at turnStart", "no longer matches the declared state schema"},
+		{"rejectsvalid", "tool t: valid input (required properties only)", "answered an input its schema allows with invalid_input"},
+		{"internalerror", "tool t: valid input (required properties only)", "answered an input its schema allows with internal"},
+		{"noenvelope", "tool t: valid input", "not a tool output envelope"},
+		{"answersgarbage", "robustness: terrarium_call_tool with garbage input", "bad input must be refused with a protocol error"},
+		{"undeclaredstate", "capabilities: declared", "called state_set, which needs state write"},
+		{"undeclaredhttp", "capabilities: declared", "called http_request, which needs http"},
 	} {
 		t.Run(tc.mode+"/"+tc.check, func(t *testing.T) {
 			m := host.Manifest{Config: map[string]string{"mode": tc.mode}, State: plugin.StateWrite, Timeout: host.Duration{Duration: time.Second}, MemoryPages: 512}
