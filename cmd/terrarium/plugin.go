@@ -16,6 +16,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/host/cassette"
 	"github.com/terrarium-ai/terrarium/host/conformance"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
@@ -195,9 +196,12 @@ type wasmCommand struct {
 
 // parseWasmCommand parses the command line of a command taking a .wasm file and
 // grants, and reads the file. It returns the exit status to stop with, if any.
-func parseWasmCommand(name, help, jsonHelp string, args []string, stderr io.Writer) (*wasmCommand, int, bool) {
+func parseWasmCommand(name, help, jsonHelp string, args []string, stderr io.Writer, more ...func(*flag.FlagSet)) (*wasmCommand, int, bool) {
 	c := &wasmCommand{name: name}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	for _, register := range more {
+		register(fs)
+	}
 	fs.BoolVar(&c.asJSON, "json", false, jsonHelp)
 	fs.BoolVar(&c.verbose, "v", false, "show the plugin's log lines (on stderr)")
 	var g grants
@@ -323,11 +327,33 @@ func printInspection(w io.Writer, file string, in *host.Inspection) {
 }
 
 func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var record, replay string
 	c, code, ok := parseWasmCommand("plugin test",
-		"Runs the conformance suite; exits 1 if any check fails. Grant what the plugin needs\n(e.g. --state write, --http 127.0.0.1:8080 --config baseURL=http://127.0.0.1:8080/v1).",
-		"print the report as JSON (for CI)", args, stderr)
+		"Runs the conformance suite; exits 1 if any check fails. Grant what the plugin needs\n(e.g. --state write, --http 127.0.0.1:8080 --config baseURL=http://127.0.0.1:8080/v1).\nA provider plugin is tested offline with --replay of a cassette made once with --record.",
+		"print the report as JSON (for CI)", args, stderr, func(fs *flag.FlagSet) {
+			fs.StringVar(&record, "record", "", "record the plugin's HTTP exchanges, secrets redacted, to this cassette file")
+			fs.StringVar(&replay, "replay", "", "answer the plugin's HTTP requests from this cassette file, offline")
+		})
 	if !ok {
 		return code
+	}
+	if record != "" && replay != "" {
+		fmt.Fprintln(stderr, "terrarium plugin test: give --record or --replay, not both")
+		return exitUsage
+	}
+	var hostOpts []host.Option
+	var recorder *cassette.Recorder
+	switch {
+	case record != "":
+		recorder = cassette.NewRecorder(nil, secretValues(c.manifest))
+		hostOpts = append(hostOpts, host.WithHTTPTransport(recorder))
+	case replay != "":
+		player, err := cassette.Load(replay, secretValues(c.manifest))
+		if err != nil {
+			fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
+			return exitUsage
+		}
+		hostOpts = append(hostOpts, host.WithHTTPTransport(player))
 	}
 	fmt.Fprintf(stderr, "testing %s ...\n", c.file)
 	n := 0
@@ -338,6 +364,7 @@ func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	rep, err := conformance.Run(ctx, c.wasm, conformance.Options{
 		Manifest: c.manifest,
 		Log:      log,
+		Host:     hostOpts,
 		Progress: func(r conformance.Result) {
 			n++
 			fmt.Fprintf(stderr, "  %3d  %-4s  %s\n", n, r.Outcome, r.Check)
@@ -346,6 +373,13 @@ func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
 		return exitFailed
+	}
+	if recorder != nil {
+		if err := recorder.Save(record); err != nil {
+			fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
+			return exitFailed
+		}
+		fmt.Fprintf(stderr, "recorded %d HTTP exchanges in %s\n", len(recorder.Cassette().Exchanges), record)
 	}
 	if c.asJSON {
 		err = rep.WriteJSON(stdout)
@@ -361,6 +395,20 @@ func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitFailed
 	}
 	return exitOK
+}
+
+// secretValues are the values of a manifest's secrets by name: what a cassette
+// must never hold.
+func secretValues(m host.Manifest) map[string]string {
+	out := map[string]string{}
+	for name, s := range m.Secrets {
+		v := s.Value
+		if v == "" && s.Env != "" {
+			v = os.Getenv(s.Env)
+		}
+		out[name] = v
+	}
+	return out
 }
 
 // quietLogger keeps the host's logs out of the command's output.
