@@ -186,6 +186,7 @@ type Plugin struct {
 	pool     *pool
 	logs     *pluginLogs
 	keys     []string // registry keys of its actions
+	slots    map[string]slot
 }
 
 // Name returns the plugin's name, its namespace in the registry.
@@ -247,10 +248,17 @@ func (h *Host) Load(ctx context.Context, wasm []byte, m Manifest) (*Plugin, erro
 	if err := p.checkExports(); err != nil {
 		return fail(err)
 	}
+	return h.finishLoad(p)
+}
+
+// finishLoad registers a prepared and checked plugin, which has no other version
+// loaded.
+func (h *Host) finishLoad(p *Plugin) (*Plugin, error) {
 	h.mu.Lock()
 	if _, dup := h.plugins[p.desc.Name]; dup {
 		h.mu.Unlock()
-		return fail(fmt.Errorf("a plugin named %s is already loaded", p.desc.Name))
+		p.close(context.Background())
+		return nil, fmt.Errorf("host: %w: a plugin named %s is already loaded (Reload replaces it)", ErrLoad, p.desc.Name)
 	}
 	h.plugins[p.desc.Name] = p
 	h.mu.Unlock()
@@ -396,6 +404,21 @@ func (p *Plugin) close(ctx context.Context) error {
 
 // register puts the plugin's actions in the registry.
 func (p *Plugin) register() error {
+	p.slots = map[string]slot{}
+	for _, a := range p.actions() {
+		s := newSlot(a)
+		if err := p.host.reg.Register(s); err != nil {
+			return err
+		}
+		key := s.Desc().Key
+		p.keys = append(p.keys, key)
+		p.slots[key] = s
+	}
+	return nil
+}
+
+// actions returns the plugin's models, tools and handlers.
+func (p *Plugin) actions() []agent.Action {
 	var actions []agent.Action
 	for _, md := range p.desc.Models {
 		actions = append(actions, &pluginModel{p: p, local: md.Name, info: modelInfo(md.Info)})
@@ -408,13 +431,7 @@ func (p *Plugin) register() error {
 	for _, hd := range p.desc.Handlers {
 		actions = append(actions, &pluginHandler{p: p, local: hd.Name, desc: hd})
 	}
-	for _, a := range actions {
-		if err := p.host.reg.Register(a); err != nil {
-			return err
-		}
-		p.keys = append(p.keys, a.Desc().Key)
-	}
-	return nil
+	return actions
 }
 
 // warnUngranted logs the capabilities the plugin asks for that the manifest does not
