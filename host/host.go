@@ -282,6 +282,9 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 	if err := h.checkSignature(wasm, m); err != nil {
 		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
+	if err := CheckModule(wasm); err != nil {
+		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
 	m = m.withDefaults()
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("host: %w: manifest: %w", ErrLoad, err)

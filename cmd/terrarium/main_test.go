@@ -34,6 +34,10 @@ func TestPluginBuild(t *testing.T) {
 	if code != exitFailed || !strings.Contains(stderr, "undefinedThing") {
 		t.Errorf("broken build: exit %d, %s", code, stderr)
 	}
+	code, _, stderr = terrarium(t, "plugin", "build", "testdata/notaplugin")
+	if code != exitFailed || !strings.Contains(stderr, "does not export terrarium_describe") {
+		t.Errorf("a build that is no plugin: exit %d, %s", code, stderr)
+	}
 }
 
 func TestPluginInspect(t *testing.T) {

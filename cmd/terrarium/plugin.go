@@ -102,6 +102,14 @@ func pluginBuild(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "terrarium plugin build: %v\n", err)
 		return exitFailed
 	}
+	module, err := os.ReadFile(path)
+	if err == nil {
+		err = host.CheckModule(module)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium plugin build: %s built, but: %v\n", dir, err)
+		return exitFailed
+	}
 	if *out != "" {
 		data, err := os.ReadFile(path)
 		if err == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/conformance"
 	"github.com/terrarium-ai/terrarium/host/conformance/conformancetest"
+	"github.com/terrarium-ai/terrarium/host/internal/wasmtest"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
@@ -92,6 +93,23 @@ func TestBrokenPluginsFail(t *testing.T) {
 	}
 	if res := rep.Find("descriptor: exports"); len(res) != 1 || res[0].Outcome != conformance.Fail || !strings.Contains(res[0].Detail, "terrarium_call_tool") {
 		t.Errorf("noexport: %+v", res)
+	}
+	// Modules no toolchain setting for Terrarium would make.
+	for _, tc := range []struct {
+		name             string
+		imports, exports []string
+		says             string
+	}{
+		{"command module", nil, []string{"_start", "terrarium_describe"}, "build a reactor"},
+		{"refused kernel imports", []string{"extism:host/env.config_get"}, []string{"terrarium_describe"}, "Extism kernel functions Terrarium does not provide (config_get)"},
+	} {
+		rep, err := conformance.Run(context.Background(), wasmtest.Module(tc.imports, tc.exports), conformance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := rep.Find("load: describe"); rep.Passed || len(res) != 1 || res[0].Outcome != conformance.Fail || !strings.Contains(res[0].Detail, tc.says) {
+			t.Errorf("%s: %+v", tc.name, res)
+		}
 	}
 	// Not WebAssembly at all.
 	rep, err = conformance.Run(context.Background(), []byte("MZ not wasm"), conformance.Options{})
