@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -314,10 +315,14 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
 	p.pool.warm(inst)
+	// A key the host does not know is refused: a misspelt "output_schema" would
+	// otherwise leave a tool's output unchecked, silently.
 	var desc plugin.Descriptor
-	if err := json.Unmarshal(out, &desc); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&desc); err != nil {
 		p.close(context.Background())
-		return nil, fmt.Errorf("host: %w: %s returned invalid JSON: %w", ErrLoad, plugin.ExportDescribe, err)
+		return nil, fmt.Errorf("host: %w: %s returned an invalid descriptor: %w", ErrLoad, plugin.ExportDescribe, err)
 	}
 	p.desc = desc
 	return p, nil

@@ -44,6 +44,7 @@ func TestBrokenPluginsFail(t *testing.T) {
 		says  string // and its detail this
 	}{
 		{"abi", "descriptor: abi version", "ABI version 99"},
+		{"unknownkey", "load: describe", `unknown field "output_schema"`},
 		{"dupnames", "descriptor: names", `tool "t" is declared twice`},
 		{"badschema", "descriptor: schemas", "input schema"},
 		{"badpoint", "descriptor: hook points", `unknown point "midnight"`},

@@ -7,7 +7,7 @@
 // with a user's message. With a mode it misbehaves in
 // that one way, each a failure kind the conformance suite must report (abi, dupnames,
 // badschema, badpoint, badcaps, acceptsinvalid, badoutput, trap, slow, memhog, liar,
-// baddirective, badstate, rejectsvalid, internalerror, noenvelope, answersgarbage,
+// baddirective, badstate, unknownkey, rejectsvalid, internalerror, noenvelope, answersgarbage,
 // undeclaredstate, undeclaredhttp) or a descriptor the host must refuse (deepschema: an input
 // schema nested 5,000 levels (45 KB); ref: an input schema that is {"$ref": <config "ref">}).
 package main
@@ -159,6 +159,8 @@ func describe() int32 {
 	switch m {
 	case "abi":
 		d["abi"] = 99
+	case "unknownkey":
+		tool["output_schema"] = map[string]any{"type": "string"}
 	case "dupnames":
 		d["tools"] = []any{tool, tool}
 	case "badschema":
