@@ -205,8 +205,13 @@ func (p *Plugin) SHA256() string { return p.sha256 }
 // Size returns the size of the plugin's module in bytes.
 func (p *Plugin) Size() int { return p.size }
 
-// Keys returns the registry keys of the plugin's models, tools and handlers.
-func (p *Plugin) Keys() []string { return slices.Clone(p.keys) }
+// Keys returns the registry keys of the plugin's models, tools and handlers (none once
+// it is unloaded, or replaced by Reload).
+func (p *Plugin) Keys() []string {
+	p.host.mu.Lock()
+	defer p.host.mu.Unlock()
+	return slices.Clone(p.keys)
+}
 
 // Instances reports the plugin's live instances and how many of them are idle.
 func (p *Plugin) Instances() (live, idle int) { return p.pool.size() }
@@ -261,10 +266,17 @@ func (h *Host) finishLoad(p *Plugin) (*Plugin, error) {
 		p.close(context.Background())
 		return nil, fmt.Errorf("host: %w: a plugin named %s is already loaded (Reload replaces it)", ErrLoad, p.desc.Name)
 	}
-	h.plugins[p.desc.Name] = p
+	// Registered under h.mu, so that a Reload of the same name finds every slot.
+	err := p.register()
+	if err == nil {
+		h.plugins[p.desc.Name] = p
+	}
 	h.mu.Unlock()
-	if err := p.register(); err != nil {
-		p.Unload(context.Background())
+	if err != nil {
+		for _, k := range p.keys {
+			h.reg.Unregister(k)
+		}
+		p.close(context.Background())
 		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
 	p.warnUngranted()
@@ -480,8 +492,10 @@ func (p *Plugin) Unload(ctx context.Context) error {
 	if h.plugins[p.desc.Name] == p {
 		delete(h.plugins, p.desc.Name)
 	}
+	keys := p.keys
+	p.keys, p.slots = nil, nil
 	h.mu.Unlock()
-	for _, k := range p.keys {
+	for _, k := range keys {
 		h.reg.Unregister(k)
 	}
 	return p.close(ctx)

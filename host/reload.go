@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync/atomic"
 
 	"github.com/terrarium-ai/terrarium/abi"
@@ -170,9 +172,7 @@ func (h *Host) Reload(ctx context.Context, wasm []byte, m Manifest) (*Plugin, er
 		}
 	}
 	p.slots = next
-	for key := range next {
-		p.keys = append(p.keys, key)
-	}
+	p.keys = slices.Sorted(maps.Keys(next))
 	old.slots, old.keys = nil, nil // the new version owns them: unloading the old must not remove them
 	h.mu.Unlock()
 
