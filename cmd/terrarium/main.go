@@ -46,8 +46,8 @@ commands:
   serve [dir]                           serve the agents of the agent files in dir over HTTP, SSE, WebSocket
                                         and an OpenAI-compatible API, with a web chat page
   chat <agent file | URL>               chat with an agent in the terminal, in-process or on a server
-  plugin new <name> [--tool|--model|--handler]
-                                        scaffold a Go plugin project that builds and conforms as generated
+  plugin new <name> [--lang go|c|rust] [--tool|--model|--handler]
+                                        scaffold a plugin project that builds and conforms as generated
   plugin build <dir> [-o file.wasm]     build a Go plugin (GOOS=wasip1) to .wasm, cached
   plugin call <file.wasm> <name> <json> run one tool, model or handler with grants and a session state
   plugin inspect <file.wasm> [--json]   show a plugin's descriptor, imports, exports, size and SHA-256

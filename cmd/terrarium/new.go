@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"go/version"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,8 +23,17 @@ import (
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
+// The C and Rust scaffolds are the example plugins, copied here to be embedded; a
+// test keeps the copies the same.
+//go:generate cp ../../examples/plugins-c/adder/plugin.c scaffold/c/plugin.c
+//go:generate cp ../../examples/plugins-rust/lib.rs scaffold/rust/lib.rs
+
 //go:embed scaffold
 var scaffold embed.FS
+
+// exampleNames are the plugin names of the example plugins the C and Rust scaffolds
+// are, replaced by the new plugin's name.
+var exampleNames = map[string]string{"c": "adder-c", "rust": "adder-rust"}
 
 // terrariumModule is the module a scaffolded plugin requires.
 const terrariumModule = "github.com/terrarium-ai/terrarium"
@@ -37,7 +47,7 @@ type scaffoldData struct {
 // pluginNew writes a new plugin project that builds and conforms as generated.
 func pluginNew(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("plugin new", flag.ContinueOnError)
-	lang := fs.String("lang", "go", "the plugin's language: go")
+	lang := fs.String("lang", "go", "the plugin's language: go, c or rust (a tool plugin without SDK or dependencies)")
 	model := fs.Bool("model", false, "a plugin serving a model")
 	handler := fs.Bool("handler", false, "a plugin with a handler keeping state")
 	fs.Bool("tool", false, "a plugin with a tool (the default)")
@@ -45,7 +55,7 @@ func pluginNew(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	module := fs.String("module", "", "the project's Go module path (default example.com/<name>)")
 	replace := fs.String("replace", "", "use the Terrarium checkout in this directory (a replace directive in go.mod)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: terrarium plugin new <name> [--lang go] [--tool | --model | --handler] [flags]\n\nWrites a plugin project: the plugin, a test running the conformance suite on it, and go.mod\n(then runs go mod tidy). Build it with terrarium plugin build, check it with go test.")
+		fmt.Fprintln(stderr, "usage: terrarium plugin new <name> [--lang go|c|rust] [--tool | --model | --handler] [flags]\n\nWrites a plugin project. In Go: the plugin, a test running the conformance suite on it, and\ngo.mod (then runs go mod tidy); build it with terrarium plugin build, check it with go test.\nIn C or Rust: a tool plugin written on the Extism kernel alone, whose first lines say how\nto build it; check the .wasm with terrarium plugin test.")
 		fs.PrintDefaults()
 	}
 	name, ok := parse(fs, args, stderr)
@@ -56,14 +66,30 @@ func pluginNew(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "terrarium plugin new: "+format+"\n", args...)
 		return exitUsage
 	}
-	if *lang != "go" {
-		return usageErr("--lang %q: only go can be scaffolded (see docs/plugins.md for other languages)", *lang)
-	}
 	if *model && *handler {
 		return usageErr("give one of --tool, --model and --handler")
 	}
 	if problems := host.DescriptorProblems(&plugin.Descriptor{ABI: plugin.Version, Name: name}); len(problems) > 0 {
 		return usageErr("%s", problems[0].Message)
+	}
+	switch *lang {
+	case "go":
+	case "c", "rust":
+		if *model || *handler {
+			return usageErr("--lang %s scaffolds a tool plugin only", *lang)
+		}
+		if *dir == "" {
+			*dir = name
+		}
+		if err := writeExample(*dir, *lang, name); err != nil {
+			fmt.Fprintf(stderr, "terrarium plugin new: %v\n", err)
+			return exitFailed
+		}
+		fmt.Fprintf(stderr, "a %s tool plugin in %s: its first lines say how to build it; check the .wasm with terrarium plugin test\n", *lang, *dir)
+		fmt.Fprintln(stdout, *dir)
+		return exitOK
+	default:
+		return usageErr("--lang %q: want go, c or rust", *lang)
 	}
 	kind, state := "tool", "StateNone"
 	switch {
@@ -106,15 +132,44 @@ func pluginNew(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return exitOK
 }
 
-// writeScaffold writes the project of a plugin of kind into dir, which must not exist
-// or be empty.
-func writeScaffold(dir, kind string, data scaffoldData) error {
+// writeExample writes the example plugin of lang into dir, which must not exist or be
+// empty, under the plugin name name.
+func writeExample(dir, lang, name string) error {
+	if err := emptyDir(dir); err != nil {
+		return err
+	}
+	files, err := fs.ReadDir(scaffold, "scaffold/"+lang)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		src, err := fs.ReadFile(scaffold, "scaffold/"+lang+"/"+f.Name())
+		if err != nil {
+			return err
+		}
+		// The name appears in quotes (the descriptor) and in the first comment.
+		out := strings.ReplaceAll(string(src), exampleNames[lang], name)
+		if err := os.WriteFile(filepath.Join(dir, f.Name()), []byte(out), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// emptyDir makes dir, which must not exist or be empty.
+func emptyDir(dir string) error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("%s is not empty", dir)
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	return os.MkdirAll(dir, 0o755)
+}
+
+// writeScaffold writes the project of a plugin of kind into dir, which must not exist
+// or be empty.
+func writeScaffold(dir, kind string, data scaffoldData) error {
+	if err := emptyDir(dir); err != nil {
 		return err
 	}
 	for out, tmpl := range map[string]string{

@@ -11,6 +11,7 @@ import (
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/conformance"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+	"github.com/terrarium-ai/terrarium/internal/langtest"
 )
 
 // TestPluginNewBuildsConformsAndCalls scaffolds each kind of plugin, builds it, runs
@@ -71,7 +72,7 @@ func TestPluginNewRefuses(t *testing.T) {
 		says string
 	}{
 		{[]string{"Bad Name", "--replace", "../.."}, exitUsage, "plugin name"},
-		{[]string{"x", "--lang", "cobol", "--replace", "../.."}, exitUsage, `--lang "cobol"`},
+		{[]string{"x", "--lang", "cobol", "--replace", "../.."}, exitUsage, `--lang "cobol": want go, c or rust`},
 		{[]string{"x", "--model", "--handler", "--replace", "../.."}, exitUsage, "one of"},
 		{[]string{"x", "--replace", t.TempDir()}, exitUsage, "not a Terrarium checkout"},
 		{[]string{"x", "--dir", full, "--replace", "../.."}, exitFailed, "is not empty"},
@@ -111,5 +112,49 @@ func TestPluginCallErrors(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != exitOK || res.Output.Value != 2 || res.State == nil {
 		t.Errorf("--json: exit %d, %v, %s", code, err, stdout)
+	}
+}
+
+// TestScaffoldCopiesAreTheExamples: the C and Rust scaffolds are copies of the example
+// plugins (go generate ./cmd/terrarium makes them).
+func TestScaffoldCopiesAreTheExamples(t *testing.T) {
+	for copy, example := range map[string]string{
+		"scaffold/c/plugin.c":  "../../examples/plugins-c/adder/plugin.c",
+		"scaffold/rust/lib.rs": "../../examples/plugins-rust/lib.rs",
+	} {
+		a, errA := os.ReadFile(copy)
+		b, errB := os.ReadFile(example)
+		if errA != nil || errB != nil || string(a) != string(b) {
+			t.Errorf("%s is not a copy of %s (%v, %v): run go generate ./cmd/terrarium", copy, example, errA, errB)
+		}
+	}
+}
+
+// TestPluginNewInCAndRust scaffolds a plugin in each language, builds it with the
+// language's toolchain, runs the conformance suite and has an agent call it.
+func TestPluginNewInCAndRust(t *testing.T) {
+	for _, tc := range []struct {
+		lang, file string
+		build      func(*testing.T, string) string
+	}{
+		{"c", "plugin.c", langtest.BuildC},
+		{"rust", "lib.rs", langtest.BuildRust},
+	} {
+		t.Run(tc.lang, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "sums")
+			name := "sums-" + tc.lang
+			code, _, stderr := terrarium(t, "plugin", "new", name, "--lang", tc.lang, "--dir", dir)
+			if code != exitOK {
+				t.Fatalf("plugin new: exit %d\n%s", code, stderr)
+			}
+			src := filepath.Join(dir, tc.file)
+			if b, err := os.ReadFile(src); err != nil || !strings.Contains(string(b), `"name":"`+name+`"`) && !strings.Contains(string(b), `\"name\":\"`+name+`\"`) {
+				t.Fatalf("%s does not name the plugin %s: %v", src, name, err)
+			}
+			langtest.Check(t, tc.build(t, src), "../../plugins/offline", name+"/add", `{"a": 2, "b": 40}`, `{"sum":42}`)
+		})
+	}
+	if code, _, stderr := terrarium(t, "plugin", "new", "x", "--lang", "rust", "--model", "--dir", t.TempDir()); code != exitUsage || !strings.Contains(stderr, "tool plugin only") {
+		t.Errorf("--lang rust --model: exit %d, %s", code, stderr)
 	}
 }

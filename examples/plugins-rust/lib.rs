@@ -3,7 +3,7 @@
 //! Build it with Debian's rustc and its wasm32 standard library
 //! (apt-get install rustc libstd-rust-dev-wasm32):
 //!
-//!     rustc --edition 2021 --target wasm32-unknown-unknown --crate-type cdylib -O -o adder.wasm lib.rs
+//!     rustc --edition 2021 --target wasm32-unknown-unknown --crate-type cdylib -O -C strip=symbols -o plugin.wasm lib.rs
 
 #[link(wasm_import_module = "extism:host/env")]
 extern "C" {

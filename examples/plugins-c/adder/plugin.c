@@ -1,8 +1,8 @@
-// adder is a Terrarium plugin in C, written from abi/ABI.md alone: one tool, add, that
+// adder-c is a Terrarium plugin in C, written from abi/ABI.md alone: one tool, add, that
 // adds two integers. It is freestanding (no libc, no WASI): the Extism kernel is its
 // only import. Build it with:
 //
-//	clang --target=wasm32 -O2 -nostdlib -Wl,--no-entry -Wl,--export-dynamic -o adder.wasm adder.c
+//	clang --target=wasm32 -O2 -nostdlib -Wl,--no-entry -Wl,--export-dynamic -o plugin.wasm plugin.c
 //
 // A reactor: it has no _start, and exports the two functions of a tool plugin.
 
