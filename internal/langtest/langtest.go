@@ -7,6 +7,7 @@ package langtest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/terrarium-ai/terrarium/host/conformance"
 	"github.com/terrarium-ai/terrarium/host/conformance/conformancetest"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+	"github.com/terrarium-ai/terrarium/internal/testenv"
 )
 
 const install = "apt-get install clang lld rustc libstd-rust-dev-wasm32"
@@ -33,10 +35,7 @@ func need(t *testing.T, what string, ok func(path string) bool, candidates ...st
 			return p
 		}
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("CI needs %s (tried %v): %s", what, candidates, install)
-	}
-	t.Skipf("needs %s (tried %v): %s", what, candidates, install)
+	testenv.Need(t, what+" ("+install+")", fmt.Errorf("none of %v is usable", candidates))
 	return ""
 }
 
