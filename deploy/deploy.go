@@ -291,6 +291,11 @@ func (d *Deployment) loadPlugins(ctx context.Context, f *File) error {
 		}
 		m := spec.Grants.Manifest
 		m.SHA256 = spec.SHA256
+		// A signed .wasm ships with its signature beside it; a built directory has
+		// none, and so loads only where no signature is required.
+		if m.Signature, err = os.ReadFile(host.SignatureFile(wasm)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return f.wrap(at+".path", err)
+		}
 		p, err := d.host.Load(ctx, module, m)
 		if err != nil {
 			return f.wrap(at, fmt.Errorf("%w (from %s)", err, wasm))

@@ -80,8 +80,8 @@ func (t *pluginTool) Run(ctx context.Context, input any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var res plugin.ToolOutput
-	if err := t.p.decode(plugin.ExportCallTool, out, &res); err != nil {
+	res, err := t.toolOutput(out)
+	if err != nil {
 		return nil, err
 	}
 	if res.Interrupt != nil {

@@ -226,15 +226,18 @@ func TestQueueTimeIsNotChargedToTheCall(t *testing.T) {
 	}
 }
 
-// loopingStart is a module whose start function loops forever:
-// (module (func (loop (br 0))) (start 0)).
-var loopingStart = []byte{
+// loopingStart is a module whose start function loops forever (exported as
+// terrarium_describe, so that it passes the checks before instantiating):
+// (module (func (export "terrarium_describe") (loop (br 0))) (start 0)).
+var loopingStart = append([]byte{
 	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
 	0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type section: func () -> ()
 	0x03, 0x02, 0x01, 0x00, // function section: one function of type 0
+	0x07, 0x16, 0x01, 0x12}, append([]byte("terrarium_describe"), // export section: function 0 as terrarium_describe
+	0x00, 0x00,
 	0x08, 0x01, 0x00, // start section: function 0
 	0x0a, 0x09, 0x01, 0x07, 0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b, // code: loop br 0 end end
-}
+)...)
 
 // Item 4: loading is bounded: a start function that loops ends at the timeout, and a
 // schema nested 5,000 levels is refused before it is compiled.

@@ -1,7 +1,9 @@
 package host
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -69,6 +71,12 @@ type Host struct {
 	cache     wazero.CompilationCache
 	log       *slog.Logger
 	transport http.RoundTripper
+	// trustedKeys, when any, are the keys every plugin must be signed by one of.
+	trustedKeys []ed25519.PublicKey
+	// lenientOutputs logs tool outputs that break their schema instead of failing.
+	lenientOutputs bool
+	// observe, when set, is told of every host function call (WithHostCallObserver).
+	observe func(plugin, function string)
 
 	mu      sync.Mutex
 	plugins map[string]*Plugin
@@ -84,10 +92,13 @@ type optionFunc func(*hostConfig)
 func (f optionFunc) apply(c *hostConfig) { f(c) }
 
 type hostConfig struct {
-	cacheDir  string
-	noCache   bool
-	log       *slog.Logger
-	transport http.RoundTripper
+	cacheDir       string
+	noCache        bool
+	log            *slog.Logger
+	transport      http.RoundTripper
+	trustedKeys    []ed25519.PublicKey
+	lenientOutputs bool
+	observe        func(plugin, function string)
 }
 
 // WithCompilationCache keeps compiled plugins in dir, so a plugin compiled once (by this
@@ -119,7 +130,8 @@ func New(r *agent.Registry, opts ...Option) (*Host, error) {
 	if cfg.transport == nil {
 		cfg.transport = http.DefaultTransport
 	}
-	h := &Host{reg: r, log: cfg.log, transport: cfg.transport, plugins: map[string]*Plugin{}}
+	h := &Host{reg: r, log: cfg.log, transport: cfg.transport, trustedKeys: cfg.trustedKeys,
+		lenientOutputs: cfg.lenientOutputs, observe: cfg.observe, plugins: map[string]*Plugin{}}
 	if !cfg.noCache {
 		dir := cfg.cacheDir
 		if dir == "" {
@@ -175,6 +187,7 @@ type Plugin struct {
 	pool     *pool
 	logs     *pluginLogs
 	keys     []string // registry keys of its actions
+	slots    map[string]slot
 }
 
 // Name returns the plugin's name, its namespace in the registry.
@@ -192,17 +205,28 @@ func (p *Plugin) SHA256() string { return p.sha256 }
 // Size returns the size of the plugin's module in bytes.
 func (p *Plugin) Size() int { return p.size }
 
-// Keys returns the registry keys of the plugin's models, tools and handlers.
-func (p *Plugin) Keys() []string { return slices.Clone(p.keys) }
+// Keys returns the registry keys of the plugin's models, tools and handlers (none once
+// it is unloaded, or replaced by Reload).
+func (p *Plugin) Keys() []string {
+	p.host.mu.Lock()
+	defer p.host.mu.Unlock()
+	return slices.Clone(p.keys)
+}
 
 // Instances reports the plugin's live instances and how many of them are idle.
 func (p *Plugin) Instances() (live, idle int) { return p.pool.size() }
 
-// LoadFile loads a plugin from a .wasm file. See Load.
+// LoadFile loads a plugin from a .wasm file, with its detached signature from the
+// file beside it (SignatureFile) when the manifest holds none. See Load.
 func (h *Host) LoadFile(ctx context.Context, path string, m Manifest) (*Plugin, error) {
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	if m.Signature == nil {
+		if m.Signature, err = os.ReadFile(SignatureFile(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+		}
 	}
 	p, err := h.Load(ctx, wasm, m)
 	if err != nil {
@@ -230,15 +254,29 @@ func (h *Host) Load(ctx context.Context, wasm []byte, m Manifest) (*Plugin, erro
 	if err := p.checkExports(); err != nil {
 		return fail(err)
 	}
+	return h.finishLoad(p)
+}
+
+// finishLoad registers a prepared and checked plugin, which has no other version
+// loaded.
+func (h *Host) finishLoad(p *Plugin) (*Plugin, error) {
 	h.mu.Lock()
 	if _, dup := h.plugins[p.desc.Name]; dup {
 		h.mu.Unlock()
-		return fail(fmt.Errorf("a plugin named %s is already loaded", p.desc.Name))
+		p.close(context.Background())
+		return nil, fmt.Errorf("host: %w: a plugin named %s is already loaded (Reload replaces it)", ErrLoad, p.desc.Name)
 	}
-	h.plugins[p.desc.Name] = p
+	// Registered under h.mu, so that a Reload of the same name finds every slot.
+	err := p.register()
+	if err == nil {
+		h.plugins[p.desc.Name] = p
+	}
 	h.mu.Unlock()
-	if err := p.register(); err != nil {
-		p.Unload(context.Background())
+	if err != nil {
+		for _, k := range p.keys {
+			h.reg.Unregister(k)
+		}
+		p.close(context.Background())
 		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
 	p.warnUngranted()
@@ -253,6 +291,12 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 	p := &Plugin{host: h, sha256: sha256Hex(wasm), size: len(wasm), logs: newPluginLogs()}
 	if m.SHA256 != "" && m.SHA256 != p.sha256 {
 		return nil, fmt.Errorf("host: %w: its SHA-256 is %s, the manifest pins %s", ErrLoad, p.sha256, m.SHA256)
+	}
+	if err := h.checkSignature(wasm, m); err != nil {
+		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	if err := CheckModule(wasm); err != nil {
+		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
 	m = m.withDefaults()
 	if err := m.validate(); err != nil {
@@ -283,10 +327,14 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
 	p.pool.warm(inst)
+	// A key the host does not know is refused: a misspelt "output_schema" would
+	// otherwise leave a tool's output unchecked, silently.
 	var desc plugin.Descriptor
-	if err := json.Unmarshal(out, &desc); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&desc); err != nil {
 		p.close(context.Background())
-		return nil, fmt.Errorf("host: %w: %s returned invalid JSON: %w", ErrLoad, plugin.ExportDescribe, err)
+		return nil, fmt.Errorf("host: %w: %s returned an invalid descriptor: %w", ErrLoad, plugin.ExportDescribe, err)
 	}
 	p.desc = desc
 	return p, nil
@@ -376,6 +424,21 @@ func (p *Plugin) close(ctx context.Context) error {
 
 // register puts the plugin's actions in the registry.
 func (p *Plugin) register() error {
+	p.slots = map[string]slot{}
+	for _, a := range p.actions() {
+		s := newSlot(a)
+		if err := p.host.reg.Register(s); err != nil {
+			return err
+		}
+		key := s.Desc().Key
+		p.keys = append(p.keys, key)
+		p.slots[key] = s
+	}
+	return nil
+}
+
+// actions returns the plugin's models, tools and handlers.
+func (p *Plugin) actions() []agent.Action {
 	var actions []agent.Action
 	for _, md := range p.desc.Models {
 		actions = append(actions, &pluginModel{p: p, local: md.Name, info: modelInfo(md.Info)})
@@ -388,13 +451,7 @@ func (p *Plugin) register() error {
 	for _, hd := range p.desc.Handlers {
 		actions = append(actions, &pluginHandler{p: p, local: hd.Name, desc: hd})
 	}
-	for _, a := range actions {
-		if err := p.host.reg.Register(a); err != nil {
-			return err
-		}
-		p.keys = append(p.keys, a.Desc().Key)
-	}
-	return nil
+	return actions
 }
 
 // warnUngranted logs the capabilities the plugin asks for that the manifest does not
@@ -435,8 +492,10 @@ func (p *Plugin) Unload(ctx context.Context) error {
 	if h.plugins[p.desc.Name] == p {
 		delete(h.plugins, p.desc.Name)
 	}
+	keys := p.keys
+	p.keys, p.slots = nil, nil
 	h.mu.Unlock()
-	for _, k := range p.keys {
+	for _, k := range keys {
 		h.reg.Unregister(k)
 	}
 	return p.close(ctx)

@@ -68,10 +68,14 @@ func failErr(err error) []byte {
 func (h *Host) hostFuncs() []hostFunc {
 	funcs := h.hostFuncList()
 	for i := range funcs {
-		fn := funcs[i].fn
+		fn, name := funcs[i].fn, funcs[i].name
 		funcs[i].fn = func(ctx context.Context, c *hostCall, args []uint64) []byte {
-			if b := bindingOf(ctx); b.ctx != nil {
+			b := bindingOf(ctx)
+			if b.ctx != nil {
 				ctx = b.ctx
+			}
+			if h.observe != nil {
+				h.observe(b.plugin.desc.Name, name)
 			}
 			return fn(ctx, c, args)
 		}

@@ -19,6 +19,14 @@ type Manifest struct {
 	// SHA256, when set, pins the plugin: loading fails unless the module's hex SHA-256
 	// is this.
 	SHA256 string `json:"sha256,omitempty"`
+	// TrustedKeys, when any, require the plugin to be signed by one of them (or by a
+	// key the host trusts, WithTrustedKeys): public keys as FormatPublicKey writes
+	// them, "ed25519:<base64>".
+	TrustedKeys []string `json:"trustedKeys,omitempty"`
+	// Signature is the plugin's detached signature, the contents of its .sig file
+	// (see Sign). It is checked when the host or the manifest trusts any key.
+	// LoadFile and LoadDir read it from the file beside the module.
+	Signature []byte `json:"-"`
 	// MemoryPages caps each instance's memory, in 64 KiB WebAssembly pages.
 	MemoryPages uint32 `json:"memoryPages,omitempty"`
 	// Timeout bounds each call of an export, HTTP exchanges and streaming included,
@@ -113,6 +121,17 @@ func (m Manifest) withDefaults() Manifest {
 		m.Secrets = secrets
 	}
 	return m
+}
+
+// Validate checks a manifest as loading a plugin with it would: what it grants is
+// well formed, its limits are in range, its trusted keys are keys.
+func (m Manifest) Validate() error {
+	for _, k := range m.TrustedKeys {
+		if _, err := ParsePublicKey(k); err != nil {
+			return fmt.Errorf("trustedKeys: %w", err)
+		}
+	}
+	return m.withDefaults().validate()
 }
 
 func (m Manifest) validate() error {

@@ -51,7 +51,8 @@ func Plugin(info Info) { std.setInfo(info) }
 //
 // A struct field's `jsonschema` tag adds to its schema, as comma-separated key=value
 // items (a comma inside a value is written \,): description, title, format, pattern,
-// enum (values separated by '|', or repeated enum= items), default, minimum, maximum,
+// enum (values separated by '|', or repeated enum= items), default, example (repeatable:
+// meaningful values, which the conformance suite sends), minimum, maximum,
 // exclusiveMinimum, exclusiveMaximum, minLength, maxLength, minItems, maxItems, and the
 // flag required (required even with omitempty). On a slice or array field, enum, format,
 // pattern, minLength, maxLength and the numeric bounds apply to its items. A

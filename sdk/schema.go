@@ -290,6 +290,11 @@ func applyTags(s map[string]any, tag reflect.StructTag) (required bool) {
 			target["enum"] = vals
 		case "default":
 			target[key] = typedValue(target, value)
+		case "example":
+			// Repeatable, as in invopop/jsonschema: each adds to examples, which
+			// tell the model (and the conformance suite) what a meaningful value is.
+			examples, _ := target["examples"].([]any)
+			target["examples"] = append(examples, typedValue(target, value))
 		case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
 			if n, err := strconv.ParseFloat(value, 64); err == nil {
 				target[key] = n

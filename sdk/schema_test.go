@@ -24,7 +24,7 @@ type schemaAll struct {
 	Age      uint8             `json:"age"`
 	Score    float64           `json:"score,omitzero" jsonschema:"minimum=0,maximum=1.5"`
 	Kind     string            `json:"kind" jsonschema:"enum=a|b,enum=c"`
-	Count    int               `json:"count,omitempty" jsonschema:"required,default=3"`
+	Count    int               `json:"count,omitempty" jsonschema:"required,default=3,example=5,example=7"`
 	Tags     []string          `json:"tags,omitempty" jsonschema:"enum=x|y,maxItems=2"`
 	Labels   map[string]int    `json:"labels,omitempty"`
 	Any      any               `json:"any,omitempty"`
@@ -63,7 +63,7 @@ func TestSchemaOfStruct(t *testing.T) {
 			"age":     map[string]any{"type": "integer", "minimum": 0},
 			"score":   map[string]any{"type": "number", "minimum": 0, "maximum": 1.5},
 			"kind":    map[string]any{"type": "string", "enum": []any{"a", "b", "c"}},
-			"count":   map[string]any{"type": "integer", "default": 3},
+			"count":   map[string]any{"type": "integer", "default": 3, "examples": []any{5, 7}},
 			"tags":    map[string]any{"type": "array", "items": map[string]any{"type": "string", "enum": []any{"x", "y"}}, "maxItems": 2},
 			"labels":  map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "integer"}},
 			"any":     map[string]any{},

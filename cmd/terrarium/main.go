@@ -2,9 +2,15 @@
 //
 //	terrarium serve [dir]                         serve the agents of a directory of agent files
 //	terrarium chat <agent file | URL>             chat with an agent in the terminal
+//	terrarium plugin new <name> [--model|--handler] scaffold a plugin project that conforms
 //	terrarium plugin build <dir> [-o file.wasm]   build a Go plugin to .wasm (cached)
+//	terrarium plugin call <file.wasm> <name> <json> run one tool, model or handler
 //	terrarium plugin inspect <file.wasm> [--json] describe a plugin without loading it
 //	terrarium plugin test <file.wasm> [flags]     run the conformance suite
+//	terrarium plugin keygen <key file>            make an ed25519 key pair for signing
+//	terrarium plugin sign <file.wasm> -key <file> sign a plugin (writes <file.wasm>.sig)
+//	terrarium plugin verify <file.wasm> --trusted-key <key>
+//	                                              check a plugin's signature
 //	terrarium mcp <dir> [--http addr]             serve plugins' tools to MCP clients
 //
 // It adds no logic of its own: it drives deploy, server, mcp, host/pluginbuild,
@@ -40,9 +46,16 @@ commands:
   serve [dir]                           serve the agents of the agent files in dir over HTTP, SSE, WebSocket
                                         and an OpenAI-compatible API, with a web chat page
   chat <agent file | URL>               chat with an agent in the terminal, in-process or on a server
+  plugin new <name> [--lang go|c|rust] [--tool|--model|--handler]
+                                        scaffold a plugin project that builds and conforms as generated
   plugin build <dir> [-o file.wasm]     build a Go plugin (GOOS=wasip1) to .wasm, cached
+  plugin call <file.wasm> <name> <json> run one tool, model or handler with grants and a session state
   plugin inspect <file.wasm> [--json]   show a plugin's descriptor, imports, exports, size and SHA-256
   plugin test <file.wasm> [flags]       check a plugin against Terrarium's conformance suite
+  plugin keygen <key file>              make an ed25519 key pair for signing plugins
+  plugin sign <file.wasm> -key <file>   sign a plugin: writes <file.wasm>.sig
+  plugin verify <file.wasm> --trusted-key <key>
+                                        check a plugin's signature as a host trusting the key would
   mcp <dir> [--http host:port]          serve the tools of a plugin or agent-file directory to MCP clients
 
 Run "terrarium plugin <command> -h" or "terrarium mcp -h" for a command's flags.

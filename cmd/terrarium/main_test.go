@@ -34,6 +34,10 @@ func TestPluginBuild(t *testing.T) {
 	if code != exitFailed || !strings.Contains(stderr, "undefinedThing") {
 		t.Errorf("broken build: exit %d, %s", code, stderr)
 	}
+	code, _, stderr = terrarium(t, "plugin", "build", "testdata/notaplugin")
+	if code != exitFailed || !strings.Contains(stderr, "does not export terrarium_describe") {
+		t.Errorf("a build that is no plugin: exit %d, %s", code, stderr)
+	}
 }
 
 func TestPluginInspect(t *testing.T) {
@@ -87,6 +91,18 @@ func TestPluginTest(t *testing.T) {
 	os.WriteFile(manifest, []byte(`{"stat": "write"}`), 0o644)
 	if code, _, stderr := terrarium(t, "plugin", "test", broken, "--manifest", manifest); code != exitUsage || !strings.Contains(stderr, `unknown field "stat"`) {
 		t.Errorf("bad manifest: exit %d, %s", code, stderr)
+	}
+	// A manifest that reads but grants nonsense is the command line's fault too.
+	if code, _, stderr := terrarium(t, "plugin", "test", broken, "--state", "root"); code != exitUsage || !strings.Contains(stderr, `state access "root"`) {
+		t.Errorf("bad grant: exit %d, %s", code, stderr)
+	}
+	// A failure's detail is printed whole, and -v shows the plugin's log lines.
+	code, stdout, stderr = terrarium(t, "plugin", "test", broken, "-v", "--config", "mode=rejectsvalid")
+	if code != exitFailed || !strings.Contains(stdout, "FAILURES") || !strings.Contains(stdout, "narrow the schema (enum, pattern, bounds) or give examples of meaningful values") {
+		t.Errorf("failure detail: exit %d\n%s", code, stdout)
+	}
+	if !strings.Contains(stderr, "plugin loaded") {
+		t.Errorf("-v shows no log lines:\n%s", stderr)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/host/cassette"
 	"github.com/terrarium-ai/terrarium/host/conformance"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
@@ -32,6 +33,16 @@ func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return pluginInspect(ctx, args[1:], stdout, stderr)
 	case "test":
 		return pluginTest(ctx, args[1:], stdout, stderr)
+	case "new":
+		return pluginNew(ctx, args[1:], stdout, stderr)
+	case "call":
+		return pluginCall(ctx, args[1:], stdout, stderr)
+	case "keygen":
+		return pluginKeygen(ctx, args[1:], stdout, stderr)
+	case "sign":
+		return pluginSign(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return pluginVerify(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "terrarium plugin: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage
@@ -39,11 +50,21 @@ func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 // parse parses flags that may come before or after the one positional argument.
 func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (string, bool) {
+	pos, ok := parseArgs(fs, args, 1, stderr)
+	if !ok {
+		return "", false
+	}
+	return pos[0], true
+}
+
+// parseArgs parses flags that may come before, between or after n positional
+// arguments.
+func parseArgs(fs *flag.FlagSet, args []string, n int, stderr io.Writer) ([]string, bool) {
 	fs.SetOutput(stderr)
 	var pos []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
-			return "", false
+			return nil, false
 		}
 		args = fs.Args()
 		if len(args) > 0 {
@@ -51,12 +72,16 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (string, bool) {
 			args = args[1:]
 		}
 	}
-	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "terrarium %s: want exactly one argument, got %d\n", fs.Name(), len(pos))
+	if len(pos) != n {
+		want := fmt.Sprintf("%d arguments", n)
+		if n == 1 {
+			want = "exactly one argument"
+		}
+		fmt.Fprintf(stderr, "terrarium %s: want %s, got %d\n", fs.Name(), want, len(pos))
 		fs.Usage()
-		return "", false
+		return nil, false
 	}
-	return pos[0], true
+	return pos, true
 }
 
 func pluginBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -75,6 +100,14 @@ func pluginBuild(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	path, err := pluginbuild.Build(ctx, dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "terrarium plugin build: %v\n", err)
+		return exitFailed
+	}
+	module, err := os.ReadFile(path)
+	if err == nil {
+		err = host.CheckModule(module)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "terrarium plugin build: %s built, but: %v\n", dir, err)
 		return exitFailed
 	}
 	if *out != "" {
@@ -164,16 +197,21 @@ type wasmCommand struct {
 	name     string // "plugin inspect"
 	file     string
 	asJSON   bool
+	verbose  bool
 	manifest host.Manifest
 	wasm     []byte
 }
 
 // parseWasmCommand parses the command line of a command taking a .wasm file and
 // grants, and reads the file. It returns the exit status to stop with, if any.
-func parseWasmCommand(name, help, jsonHelp string, args []string, stderr io.Writer) (*wasmCommand, int, bool) {
+func parseWasmCommand(name, help, jsonHelp string, args []string, stderr io.Writer, more ...func(*flag.FlagSet)) (*wasmCommand, int, bool) {
 	c := &wasmCommand{name: name}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	for _, register := range more {
+		register(fs)
+	}
 	fs.BoolVar(&c.asJSON, "json", false, jsonHelp)
+	fs.BoolVar(&c.verbose, "v", false, "show the plugin's log lines (on stderr)")
 	var g grants
 	g.register(fs)
 	fs.Usage = func() {
@@ -188,6 +226,10 @@ func parseWasmCommand(name, help, jsonHelp string, args []string, stderr io.Writ
 	m, err := g.build()
 	if err != nil {
 		fmt.Fprintf(stderr, "terrarium %s: %v\n", name, err)
+		return nil, exitUsage, false
+	}
+	if err := m.Validate(); err != nil {
+		fmt.Fprintf(stderr, "terrarium %s: manifest: %v\n", name, err)
 		return nil, exitUsage, false
 	}
 	c.manifest = m
@@ -293,16 +335,44 @@ func printInspection(w io.Writer, file string, in *host.Inspection) {
 }
 
 func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var record, replay string
 	c, code, ok := parseWasmCommand("plugin test",
-		"Runs the conformance suite; exits 1 if any check fails. Grant what the plugin needs\n(e.g. --state write, --http 127.0.0.1:8080 --config baseURL=http://127.0.0.1:8080/v1).",
-		"print the report as JSON (for CI)", args, stderr)
+		"Runs the conformance suite; exits 1 if any check fails. Grant what the plugin needs\n(e.g. --state write, --http 127.0.0.1:8080 --config baseURL=http://127.0.0.1:8080/v1).\nA provider plugin is tested offline with --replay of a cassette made once with --record.",
+		"print the report as JSON (for CI)", args, stderr, func(fs *flag.FlagSet) {
+			fs.StringVar(&record, "record", "", "record the plugin's HTTP exchanges, secrets redacted, to this cassette file")
+			fs.StringVar(&replay, "replay", "", "answer the plugin's HTTP requests from this cassette file, offline")
+		})
 	if !ok {
 		return code
 	}
+	if record != "" && replay != "" {
+		fmt.Fprintln(stderr, "terrarium plugin test: give --record or --replay, not both")
+		return exitUsage
+	}
+	var hostOpts []host.Option
+	var recorder *cassette.Recorder
+	switch {
+	case record != "":
+		recorder = cassette.NewRecorder(nil, secretValues(c.manifest))
+		hostOpts = append(hostOpts, host.WithHTTPTransport(recorder))
+	case replay != "":
+		player, err := cassette.Load(replay, secretValues(c.manifest))
+		if err != nil {
+			fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
+			return exitUsage
+		}
+		hostOpts = append(hostOpts, host.WithHTTPTransport(player))
+	}
 	fmt.Fprintf(stderr, "testing %s ...\n", c.file)
 	n := 0
+	var log *slog.Logger
+	if c.verbose {
+		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	rep, err := conformance.Run(ctx, c.wasm, conformance.Options{
 		Manifest: c.manifest,
+		Log:      log,
+		Host:     hostOpts,
 		Progress: func(r conformance.Result) {
 			n++
 			fmt.Fprintf(stderr, "  %3d  %-4s  %s\n", n, r.Outcome, r.Check)
@@ -311,6 +381,13 @@ func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
 		return exitFailed
+	}
+	if recorder != nil {
+		if err := recorder.Save(record); err != nil {
+			fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
+			return exitFailed
+		}
+		fmt.Fprintf(stderr, "recorded %d HTTP exchanges in %s\n", len(recorder.Cassette().Exchanges), record)
 	}
 	if c.asJSON {
 		err = rep.WriteJSON(stdout)
@@ -326,6 +403,20 @@ func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitFailed
 	}
 	return exitOK
+}
+
+// secretValues are the values of a manifest's secrets by name: what a cassette
+// must never hold.
+func secretValues(m host.Manifest) map[string]string {
+	out := map[string]string{}
+	for name, s := range m.Secrets {
+		v := s.Value
+		if v == "" && s.Env != "" {
+			v = os.Getenv(s.Env)
+		}
+		out[name] = v
+	}
+	return out
 }
 
 // quietLogger keeps the host's logs out of the command's output.

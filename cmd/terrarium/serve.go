@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/deploy"
+	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/server"
 )
 
@@ -25,6 +26,7 @@ type serveFlags struct {
 	dev               bool
 	maxBody           int64
 	idle, shutdown    time.Duration
+	trusted           trustedKeys
 }
 
 func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -39,6 +41,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Int64Var(&f.maxBody, "max-body", server.DefaultMaxBodyBytes, "the largest request body accepted, in bytes")
 	fs.DurationVar(&f.idle, "idle", server.DefaultIdleTimeout, "close sessions idle this long (kept sessions reopen on their next turn)")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, let running turns finish this long before cancelling them")
+	fs.Var(&f.trusted, "trusted-key", "load only plugins signed by this key: ed25519:<base64> or a .pub file (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: terrarium serve [flags] [dir]\n\nServes the agents defined by the agent files (*.yaml) in dir (default .).")
 		fs.PrintDefaults()
@@ -89,7 +92,8 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	opts := []deploy.Option{deploy.WithDataDir(f.data), deploy.WithLogger(log), deploy.WithMeterProvider(mp)}
+	opts := []deploy.Option{deploy.WithDataDir(f.data), deploy.WithLogger(log), deploy.WithMeterProvider(mp),
+		deploy.WithHostOptions(host.WithTrustedKeys(f.trusted...))}
 	if f.store != "" {
 		opts = append(opts, deploy.WithPostgres(f.store))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/conformance"
 	"github.com/terrarium-ai/terrarium/host/conformance/conformancetest"
+	"github.com/terrarium-ai/terrarium/host/internal/wasmtest"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
@@ -43,6 +44,7 @@ func TestBrokenPluginsFail(t *testing.T) {
 		says  string // and its detail this
 	}{
 		{"abi", "descriptor: abi version", "ABI version 99"},
+		{"unknownkey", "load: describe", `unknown field "output_schema"`},
 		{"dupnames", "descriptor: names", `tool "t" is declared twice`},
 		{"badschema", "descriptor: schemas", "input schema"},
 		{"badpoint", "descriptor: hook points", `unknown point "midnight"`},
@@ -56,6 +58,12 @@ func TestBrokenPluginsFail(t *testing.T) {
 		{"liar", "model m: structured output", "claims JSON output"},
 		{"baddirective", "handler h: at turnStart", `unknown directive action "explode"`},
 		{"badstate", "handler h: at turnStart", "no longer matches the declared state schema"},
+		{"rejectsvalid", "tool t: valid input (required properties only)", "answered an input its schema allows with invalid_input"},
+		{"internalerror", "tool t: valid input (required properties only)", "answered an input its schema allows with internal"},
+		{"noenvelope", "tool t: valid input", "not a tool output envelope"},
+		{"answersgarbage", "robustness: terrarium_call_tool with garbage input", "bad input must be refused with a protocol error"},
+		{"undeclaredstate", "capabilities: declared", "called state_set, which needs state write"},
+		{"undeclaredhttp", "capabilities: declared", "called http_request, which needs http"},
 	} {
 		t.Run(tc.mode+"/"+tc.check, func(t *testing.T) {
 			m := host.Manifest{Config: map[string]string{"mode": tc.mode}, State: plugin.StateWrite, Timeout: host.Duration{Duration: time.Second}, MemoryPages: 512}
@@ -86,6 +94,23 @@ func TestBrokenPluginsFail(t *testing.T) {
 	}
 	if res := rep.Find("descriptor: exports"); len(res) != 1 || res[0].Outcome != conformance.Fail || !strings.Contains(res[0].Detail, "terrarium_call_tool") {
 		t.Errorf("noexport: %+v", res)
+	}
+	// Modules no toolchain setting for Terrarium would make.
+	for _, tc := range []struct {
+		name             string
+		imports, exports []string
+		says             string
+	}{
+		{"command module", nil, []string{"_start", "terrarium_describe"}, "build a reactor"},
+		{"refused kernel imports", []string{"extism:host/env.config_get"}, []string{"terrarium_describe"}, "Extism kernel functions Terrarium does not provide (config_get)"},
+	} {
+		rep, err := conformance.Run(context.Background(), wasmtest.Module(tc.imports, tc.exports), conformance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := rep.Find("load: describe"); rep.Passed || len(res) != 1 || res[0].Outcome != conformance.Fail || !strings.Contains(res[0].Detail, tc.says) {
+			t.Errorf("%s: %+v", tc.name, res)
+		}
 	}
 	// Not WebAssembly at all.
 	rep, err = conformance.Run(context.Background(), []byte("MZ not wasm"), conformance.Options{})

@@ -63,8 +63,8 @@ func (r *Report) Find(part string) []Result {
 	return out
 }
 
-// WriteTable writes the report as a table for people: check, result, detail, then a
-// summary line.
+// WriteTable writes the report as a table for people: check, result, detail (cut to a
+// line), then each failure's full detail, then a summary line.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "CHECK\tRESULT\tDETAIL\n")
@@ -77,6 +77,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	// The table cuts details to a line; a failure is worth reading whole.
+	for i, res := range r.Failed() {
+		if i == 0 {
+			fmt.Fprintf(w, "\nFAILURES\n")
+		}
+		fmt.Fprintf(w, "\n%s:\n  %s\n", res.Check, strings.ReplaceAll(res.Detail, "\n", "\n  "))
 	}
 	pass, fail, skip := 0, 0, 0
 	for _, res := range r.Results {

@@ -5,17 +5,23 @@
 //
 //   - the descriptor: a supported ABI version, valid and unique names, valid JSON
 //     Schemas, known hook points, well-formed capabilities, the exports its kinds need;
-//   - tools: inputs generated from the input schema — valid ones must be answered with
-//     an output matching the output schema (or a protocol error), invalid ones refused
-//     with an error; an unknown tool name must be an error;
+//   - tools: inputs generated from the input schema (required properties only, every
+//     property, upper bounds, each enum value, the schema's examples) must be answered
+//     with an output matching the output schema, or a protocol error other than
+//     invalid_input and internal (the input is valid; internal is a bug); inputs
+//     breaking each constraint must be refused with an error; an unknown tool name
+//     must be an error;
 //   - models: the checks of Genkit's model tests (text, multi-turn history, system role,
 //     a tool request and its follow-up, structured output, streaming, media, context),
 //     each run where the model's supports claims the capability, so a model claiming
 //     what it cannot do fails;
 //   - handlers: at each declared point, a valid directive and a state that still
 //     matches the plugin's declared state schema;
-//   - robustness: every export answers empty, truncated and garbage input with an
-//     error, never a trap;
+//   - robustness: every export but describe answers empty, truncated and garbage input
+//     with a protocol error: not an answer, not a trap;
+//   - capabilities: every host function the plugin called during the checks is covered
+//     by what its descriptor declares (state, http, config, secrets), so an operator
+//     granting what it declares grants what it needs;
 //   - limits: no call may time out or run out of memory under the manifest.
 package conformance
 
@@ -24,7 +30,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -48,20 +53,27 @@ type Options struct {
 	Host []host.Option
 	// Progress, when set, receives each result as soon as it is known.
 	Progress func(Result)
+	// Log, when set, receives the plugin's log lines (and the host's); by default
+	// they are dropped.
+	Log *slog.Logger
 }
 
 // Run checks a plugin and reports what it found. An error means the suite itself could
 // not run (the host could not be created); everything wrong with the plugin is a
 // failing result instead.
 func Run(ctx context.Context, wasm []byte, opts Options) (*Report, error) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	r := agent.NewRegistry()
-	h, err := host.New(r, append([]host.Option{host.WithLogger(quiet)}, opts.Host...)...)
+	calls := &hostCalls{seen: map[string]bool{}}
+	h, err := host.New(r, append([]host.Option{host.WithLogger(log), host.WithHostCallObserver(calls.note)}, opts.Host...)...)
 	if err != nil {
 		return nil, err
 	}
 	defer h.Close(context.Background())
-	s := &suite{ctx: ctx, reg: r, host: h, opts: opts, report: &Report{}}
+	s := &suite{ctx: ctx, reg: r, host: h, opts: opts, report: &Report{}, calls: calls}
 	s.run(wasm)
 	s.report.Passed = len(s.report.Failed()) == 0
 	return s.report, nil
@@ -75,6 +87,7 @@ type suite struct {
 	report *Report
 	plugin *host.Plugin
 	desc   plugin.Descriptor
+	calls  *hostCalls
 }
 
 // record adds a result.
@@ -145,6 +158,7 @@ func (s *suite) run(wasm []byte) {
 		s.checkHandler(hd)
 	}
 	s.checkRobustness(in)
+	s.checkCapabilities()
 }
 
 // checkDescriptor files the descriptor's problems by category; it reports whether the
@@ -238,7 +252,7 @@ func (s *suite) checkTool(def *abi.ToolDefinition) {
 		s.record(name+": output schema", Fail, 0, "%v", err)
 		return
 	}
-	for _, smp := range validSamples(def.InputSchema) {
+	for _, smp := range instance.Valid(def.InputSchema) {
 		s.timed(fmt.Sprintf("%s: valid input (%s)", name, smp.What), func() (string, error) {
 			if err := in.Validate(smp.Value); err != nil {
 				return "", skip("cannot generate a valid input from the schema: %v", err)
@@ -252,6 +266,10 @@ func (s *suite) checkTool(def *abi.ToolDefinition) {
 				return "interrupted, asking for outside input", nil
 			case fault(err):
 				return "", err
+			case errors.As(err, &ae) && (ae.Code == abi.CodeInvalidInput || ae.Code == abi.CodeInternal):
+				b, _ := json.Marshal(smp.Value)
+				return "", fmt.Errorf("answered an input its schema allows with %s: %s (input: %s); "+
+					"a tool must take every input its schema allows: narrow the schema (enum, pattern, bounds) or give examples of meaningful values", ae.Code, ae.Message, b)
 			case errors.As(err, &ae):
 				if err := s.checkState(sess); err != nil {
 					return "", err
@@ -297,17 +315,6 @@ func (s *suite) checkTool(def *abi.ToolDefinition) {
 			return "", fmt.Errorf("accepted an input its schema forbids (output %s)", truncate(string(b), 120))
 		})
 	}
-}
-
-// validSamples returns tool inputs that satisfy s, to check the tool works and answers
-// within its output schema: one with only the required properties, and, when it
-// differs, one with every property. The suite checks each against s before using it.
-func validSamples(s map[string]any) []instance.Sample {
-	out := []instance.Sample{{What: "required properties only", Value: instance.Minimal(s)}}
-	if full := instance.Full(s); fmt.Sprint(full) != fmt.Sprint(out[0].Value) {
-		out = append(out, instance.Sample{What: "every property", Value: full})
-	}
-	return out
 }
 
 func (s *suite) checkUnknownTool() {
@@ -392,11 +399,13 @@ func (s *suite) checkRobustness(in *host.Inspection) {
 		} {
 			s.timed(fmt.Sprintf("robustness: %s with %s", export, c.what), func() (string, error) {
 				ctx, _ := s.session()
-				_, err := s.plugin.Call(ctx, export, c.input)
+				out, err := s.plugin.Call(ctx, export, c.input)
 				var ae *abi.Error
 				switch {
+				case err == nil && export == plugin.ExportDescribe:
+					return "answered (describe takes no input)", nil
 				case err == nil:
-					return "answered", nil
+					return "", fmt.Errorf("answered %s with %s; bad input must be refused with a protocol error (invalid_input)", c.what, truncate(string(out), 120))
 				case fault(err):
 					return "", err
 				case errors.As(err, &ae):

@@ -109,7 +109,7 @@ func Build(ctx context.Context, dir string, opts ...Option) (string, error) {
 		o.cacheDir = filepath.Join(base, "terrarium", "plugins")
 	}
 	if o.goCmd == "" {
-		o.goCmd = goCommand()
+		o.goCmd = GoCommand()
 	}
 	v, _ := memo.LoadOrStore(memoKey{abs, o.cacheDir, o.goCmd}, &memoEntry{})
 	e := v.(*memoEntry)
@@ -121,8 +121,8 @@ func Build(ctx context.Context, dir string, opts ...Option) (string, error) {
 	return e.path, e.err
 }
 
-// goCommand finds the go command: on PATH, else in $GOROOT/bin.
-func goCommand() string {
+// GoCommand finds the go command: on PATH, else in $GOROOT/bin.
+func GoCommand() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}

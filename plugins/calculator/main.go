@@ -24,7 +24,7 @@ const maxExpression = 4096
 
 // Input is the input of calc.
 type Input struct {
-	Expression string `json:"expression" jsonschema:"description=An arithmetic expression: numbers\\, + - * / %\\, unary minus and parentheses. Example: (1.5 + 2) * -3,minLength=1,maxLength=4096"`
+	Expression string `json:"expression" jsonschema:"description=An arithmetic expression: numbers\\, + - * / %\\, unary minus and parentheses. Example: (1.5 + 2) * -3,minLength=1,maxLength=4096,example=(1.5 + 2) * -3"`
 }
 
 // Output is the output of calc.

@@ -17,7 +17,7 @@ import (
 
 // Input is the input of now.
 type Input struct {
-	Timezone string `json:"timezone,omitempty" jsonschema:"description=An IANA time zone name such as Europe/Paris or America/New_York; UTC when empty"`
+	Timezone string `json:"timezone,omitempty" jsonschema:"description=An IANA time zone name such as Europe/Paris or America/New_York; UTC when empty,example=Europe/Paris"`
 }
 
 // Output is the output of now.

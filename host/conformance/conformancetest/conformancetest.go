@@ -3,9 +3,13 @@
 package conformancetest
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/host/cassette"
 	"github.com/terrarium-ai/terrarium/host/conformance"
 )
 
@@ -25,4 +29,35 @@ func Require(t testing.TB, wasm []byte, opts conformance.Options) *conformance.R
 		t.Logf("\n%s", table.String())
 	}
 	return rep
+}
+
+// RequireOffline runs the conformance suite twice on a plugin talking HTTP (a model
+// provider): first recording its exchanges, as `terrarium plugin test --record` does,
+// then answering them from the recording with no network, as `--replay` does. Both
+// runs must conform, and the recording must hold none of the manifest's secret values.
+// It returns the recording.
+func RequireOffline(t testing.TB, wasm []byte, opts conformance.Options) cassette.Cassette {
+	t.Helper()
+	secrets := map[string]string{}
+	for name, s := range opts.Manifest.Secrets {
+		secrets[name] = s.Value
+	}
+	rec := cassette.NewRecorder(nil, secrets)
+	recording := opts
+	recording.Host = append(slices.Clip(opts.Host), host.WithHTTPTransport(rec))
+	Require(t, wasm, recording)
+	c := rec.Cassette()
+	raw, err := json.Marshal(c)
+	if err != nil {
+		t.Fatalf("encoding the cassette: %v", err)
+	}
+	for name, v := range secrets {
+		if v != "" && strings.Contains(string(raw), v) {
+			t.Errorf("the cassette holds the value of secret %s", name)
+		}
+	}
+	replaying := opts
+	replaying.Host = append(slices.Clip(opts.Host), host.WithHTTPTransport(cassette.NewPlayer(c, secrets)))
+	Require(t, wasm, replaying)
+	return c
 }

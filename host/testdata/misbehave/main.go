@@ -7,7 +7,8 @@
 // with a user's message. With a mode it misbehaves in
 // that one way, each a failure kind the conformance suite must report (abi, dupnames,
 // badschema, badpoint, badcaps, acceptsinvalid, badoutput, trap, slow, memhog, liar,
-// baddirective, badstate) or a descriptor the host must refuse (deepschema: an input
+// baddirective, badstate, unknownkey, rejectsvalid, internalerror, noenvelope, answersgarbage,
+// undeclaredstate, undeclaredhttp) or a descriptor the host must refuse (deepschema: an input
 // schema nested 5,000 levels (45 KB); ref: an input schema that is {"$ref": <config "ref">}).
 package main
 
@@ -52,6 +53,9 @@ func configGet(key uint64) uint64
 
 //go:wasmimport terrarium:host/v1 state_set
 func stateSet(state uint64) uint64
+
+//go:wasmimport terrarium:host/v1 http_request
+func httpRequest(request, body uint64) uint64
 
 //go:wasmimport terrarium:host/v1 stream
 func stream(chunk uint64) uint64
@@ -150,9 +154,13 @@ func describe() int32 {
 	}
 	tool := map[string]any{"name": "t", "description": "a tool", "inputSchema": intInput, "outputSchema": map[string]any{"type": "integer"}}
 	d["tools"] = []any{tool}
+	// It reads its mode with config_get: that much it declares.
+	d["capabilities"] = map[string]any{"config": []any{"mode", "ref"}}
 	switch m {
 	case "abi":
 		d["abi"] = 99
+	case "unknownkey":
+		tool["output_schema"] = map[string]any{"type": "string"}
 	case "dupnames":
 		d["tools"] = []any{tool, tool}
 	case "badschema":
@@ -174,7 +182,7 @@ func describe() int32 {
 			"multiturn": true, "tools": true, "toolChoice": true, "output": []any{"text", "json"}}}}}
 	case "baddirective", "badstate":
 		d["handlers"] = []any{map[string]any{"name": "h", "points": []any{"turnStart"}}}
-		d["capabilities"] = map[string]any{"state": "write", "stateSchema": map[string]any{
+		d["capabilities"] = map[string]any{"config": []any{"mode"}, "state": "write", "stateSchema": map[string]any{
 			"type": "object", "properties": map[string]any{"profile": map[string]any{"type": "object"}}}}
 	}
 	return output(d)
@@ -190,8 +198,11 @@ func callTool() int32 {
 		Input map[string]any `json:"input"`
 	}
 	if err := json.Unmarshal(input(), &in); err != nil {
-		if m == "trap" {
+		switch m {
+		case "trap":
 			crash("misbehave: cannot parse my input")
+		case "answersgarbage":
+			return output(map[string]any{"output": 0})
 		}
 		return fail("invalid_input", err.Error())
 	}
@@ -208,6 +219,16 @@ func callTool() int32 {
 		if _, ok := in.Input["n"].(float64); ok {
 			return output(map[string]any{"output": "a string, though the schema says integer"})
 		}
+	case "rejectsvalid":
+		return fail("invalid_input", "I take no input at all")
+	case "internalerror":
+		return fail("internal", "nil pointer dereference")
+	case "noenvelope":
+		return output(map[string]any{"value": 2})
+	case "undeclaredstate":
+		stateSet(block([]byte(`{"touched": true}`)))
+	case "undeclaredhttp":
+		httpRequest(block([]byte(`{"method": "GET", "url": "http://127.0.0.1:1/"}`)), 0)
 	case "slow":
 		for {
 			time.Sleep(time.Millisecond)

@@ -1,5 +1,5 @@
 // Package instance makes values for JSON Schemas: the smallest valid one, one with every
-// property, and plainly invalid ones. The conformance suite feeds them to tools, and the
+// property, a range of valid ones to try a tool with, and invalid ones. The conformance suite feeds them to tools, and the
 // rule-based models (plugins/offline, the providers' fake servers in
 // sdk/provider/providertest) answer with them.
 //
@@ -12,6 +12,7 @@
 package instance
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -25,25 +26,89 @@ const maxDepth = 8
 // Minimal returns a value valid against s with only the required properties of its
 // objects and the fewest items its arrays allow. A nil or empty schema (any value)
 // gives an empty object.
-func Minimal(s map[string]any) any { return instance(s, s, false, 0) }
+func Minimal(s map[string]any) any { return gen{root: s}.value(s, 0) }
 
 // Full returns a value valid against s with every property of its objects and at least
 // one item in its arrays when they allow one.
-func Full(s map[string]any) any { return instance(s, s, true, 0) }
+func Full(s map[string]any) any { return gen{root: s, all: true}.value(s, 0) }
 
-// instance builds a value satisfying s (root resolves local $refs); all fills optional
-// properties too.
-func instance(s, root map[string]any, all bool, depth int) any {
+// Valid returns values valid against s to try a tool with, each differing from the
+// others: one with only the required properties, one with every property (nested
+// objects filled, arrays given an item), one at the upper bounds (longest strings,
+// largest numbers, most items, within limits), one per further enum value of a
+// property, and the schema's own examples. Where a schema gives examples for a value,
+// they stand for it in every sample: a free-form string a tool interprets (an
+// expression, a time zone) is tried with a value the author says is meaningful.
+// Callers should still check each value against s.
+func Valid(s map[string]any) []Sample {
+	out := []Sample{
+		{"required properties only", gen{root: s, examples: true}.value(s, 0)},
+		{"every property", gen{root: s, all: true, examples: true}.value(s, 0)},
+		{"upper bounds", gen{root: s, all: true, upper: true, examples: true}.value(s, 0)},
+	}
+	full, _ := out[1].Value.(map[string]any)
+	props, _ := s["properties"].(map[string]any)
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		ps, _ := props[k].(map[string]any)
+		enum, _ := ps["enum"].([]any)
+		for i, e := range enum {
+			if i == 0 || full == nil {
+				continue // the first value is in every other sample
+			}
+			v := maps.Clone(full)
+			v[k] = e
+			out = append(out, Sample{fmt.Sprintf("%s = %v", k, e), v})
+		}
+	}
+	examples, _ := s["examples"].([]any)
+	for i, e := range examples {
+		if i > 0 {
+			out = append(out, Sample{fmt.Sprintf("example %d", i+1), e})
+		}
+	}
+	// Drop samples that came out alike: a schema without optional properties or
+	// bounds makes the same value several times.
+	var unique []Sample
+	seen := map[string]bool{}
+	for _, smp := range out {
+		key, _ := json.Marshal(smp.Value)
+		if !seen[string(key)] {
+			seen[string(key)] = true
+			unique = append(unique, smp)
+		}
+	}
+	return unique
+}
+
+// Bounds of the values made at the upper bounds, to keep them small.
+const (
+	maxLength = 1024
+	maxItems  = 3
+)
+
+// gen makes values satisfying schemas: the required properties only unless all, at
+// the lower bounds unless upper, the first of a schema's examples where it has them
+// if examples. root resolves local $refs.
+type gen struct {
+	root                 map[string]any
+	all, upper, examples bool
+}
+
+// value builds a value satisfying s.
+func (g gen) value(s map[string]any, depth int) any {
 	if s == nil || depth > maxDepth {
 		return map[string]any{}
 	}
 	if ref, ok := s["$ref"].(string); ok {
-		return instance(resolve(root, ref), root, all, depth+1)
+		return g.value(resolve(g.root, ref), depth+1)
 	}
 	if c, ok := s["const"]; ok {
 		return c
 	}
 	if e, ok := s["enum"].([]any); ok && len(e) > 0 {
+		return e[0]
+	}
+	if e, ok := s["examples"].([]any); ok && len(e) > 0 && g.examples {
 		return e[0]
 	}
 	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
@@ -53,9 +118,9 @@ func instance(s, root map[string]any, all bool, depth int) any {
 		}
 		if k != "allOf" {
 			first, _ := alts[0].(map[string]any)
-			return instance(first, root, all, depth+1)
+			return g.value(first, depth+1)
 		}
-		return instance(merge(s, alts), root, all, depth+1)
+		return g.value(merge(s, alts), depth+1)
 	}
 	switch typeOf(s) {
 	case "object":
@@ -63,9 +128,9 @@ func instance(s, root map[string]any, all bool, depth int) any {
 		props, _ := s["properties"].(map[string]any)
 		required := stringList(s["required"])
 		for _, k := range slices.Sorted(maps.Keys(props)) {
-			if all || slices.Contains(required, k) {
+			if g.all || slices.Contains(required, k) {
 				ps, _ := props[k].(map[string]any)
-				obj[k] = instance(ps, root, all, depth+1)
+				obj[k] = g.value(ps, depth+1)
 			}
 		}
 		for _, k := range required {
@@ -76,13 +141,16 @@ func instance(s, root map[string]any, all bool, depth int) any {
 		return obj
 	case "array":
 		n := int(numberOr(s["minItems"], 0))
-		if all && n == 0 && numberOr(s["maxItems"], 1) >= 1 {
+		if g.all && n == 0 && numberOr(s["maxItems"], 1) >= 1 {
 			n = 1
+		}
+		if g.upper {
+			n = max(n, int(min(numberOr(s["maxItems"], maxItems), maxItems)))
 		}
 		items, _ := s["items"].(map[string]any)
 		arr := make([]any, n)
 		for i := range arr {
-			arr[i] = instance(items, root, all, depth+1)
+			arr[i] = g.value(items, depth+1)
 		}
 		return arr
 	case "string":
@@ -99,6 +167,9 @@ func instance(s, root map[string]any, all bool, depth int) any {
 			return "123e4567-e89b-12d3-a456-426614174000"
 		}
 		n := int(numberOr(s["minLength"], 1))
+		if g.upper {
+			n = max(n, int(min(numberOr(s["maxLength"], float64(n)), maxLength)))
+		}
 		if limit, ok := number(s["maxLength"]); ok && float64(n) > limit {
 			n = int(limit)
 		}
@@ -106,7 +177,11 @@ func instance(s, root map[string]any, all bool, depth int) any {
 	case "integer":
 		// Bounds may be fractional: the smallest integer above the lower bound, unless
 		// that passes the upper one.
-		v := math.Ceil(bounded(s, 1))
+		want := 1.0
+		if g.upper {
+			want = upper(s, 1000)
+		}
+		v := math.Ceil(bounded(s, want))
 		if limit, ok := number(s["maximum"]); ok && v > limit {
 			v = math.Floor(limit)
 		}
@@ -115,9 +190,12 @@ func instance(s, root map[string]any, all bool, depth int) any {
 		}
 		return int(v)
 	case "number":
+		if g.upper {
+			return bounded(s, upper(s, 1000.5))
+		}
 		return bounded(s, 1.5)
 	case "boolean":
-		return true
+		return !g.upper
 	case "null":
 		return nil
 	}
@@ -154,6 +232,18 @@ func merge(s map[string]any, parts []any) map[string]any {
 	return merged
 }
 
+// upper returns the largest value the schema's upper bound allows, or want where it
+// sets none.
+func upper(s map[string]any, want float64) float64 {
+	if limit, ok := number(s["maximum"]); ok {
+		return limit
+	}
+	if limit, ok := number(s["exclusiveMaximum"]); ok {
+		return limit - 1
+	}
+	return want
+}
+
 // bounded returns want moved inside the schema's numeric bounds.
 func bounded(s map[string]any, want float64) float64 {
 	if limit, ok := number(s["minimum"]); ok && want < limit {
@@ -178,8 +268,9 @@ type Sample struct {
 }
 
 // Invalid returns values that violate s in plain ways: the wrong JSON type, a required
-// property missing, a property of the wrong type, a property the schema forbids. A
-// schema that constrains nothing yields none.
+// property missing, a property of the wrong type, a property the schema forbids, and
+// for each property each of its constraints (lengths, bounds, enum, pattern, numbers of
+// items) broken alone. A schema that constrains nothing yields none.
 func Invalid(s map[string]any) []Sample {
 	if s == nil {
 		return nil
@@ -192,7 +283,7 @@ func Invalid(s map[string]any) []Sample {
 	switch typeOf(s) {
 	case "object":
 		out = append(out, Sample{"an array instead of an object", []any{1, 2}})
-		base, _ := instance(s, root, false, 0).(map[string]any)
+		base, _ := gen{root: root}.value(s, 0).(map[string]any)
 		props, _ := s["properties"].(map[string]any)
 		if required := stringList(s["required"]); len(required) > 0 {
 			k := required[0] // one required property shows the point
@@ -212,12 +303,59 @@ func Invalid(s map[string]any) []Sample {
 			v["unexpectedProperty"] = true
 			out = append(out, Sample{"a property the schema forbids", v})
 		}
+		for _, k := range slices.Sorted(maps.Keys(props)) {
+			ps, _ := props[k].(map[string]any)
+			for _, c := range violations(gen{root: root, all: true}, ps) {
+				v := maps.Clone(base)
+				v[k] = c.Value
+				out = append(out, Sample{fmt.Sprintf("property %q %s", k, c.What), v})
+			}
+		}
 	case "":
 		// No type: nothing plainly invalid.
 	default:
 		if wrong, ok := wrongType(s); ok {
 			out = append(out, Sample{"a value of the wrong type", wrong})
 		}
+	}
+	return out
+}
+
+// violations returns, for each constraint of s on its value, a value of the right
+// type that breaks it alone.
+func violations(g gen, s map[string]any) []Sample {
+	var out []Sample
+	add := func(what string, v any) { out = append(out, Sample{what, v}) }
+	if n, ok := number(s["minLength"]); ok && n > 0 {
+		add(fmt.Sprintf("shorter than minLength %v", n), strings.Repeat("a", int(n)-1))
+	}
+	if n, ok := number(s["maxLength"]); ok && n < maxLength {
+		add(fmt.Sprintf("longer than maxLength %v", n), strings.Repeat("a", int(n)+1))
+	}
+	if n, ok := number(s["minimum"]); ok {
+		add(fmt.Sprintf("below minimum %v", n), n-1)
+	}
+	if n, ok := number(s["exclusiveMinimum"]); ok {
+		add(fmt.Sprintf("at exclusiveMinimum %v", n), n)
+	}
+	if n, ok := number(s["maximum"]); ok {
+		add(fmt.Sprintf("above maximum %v", n), n+1)
+	}
+	if n, ok := number(s["exclusiveMaximum"]); ok {
+		add(fmt.Sprintf("at exclusiveMaximum %v", n), n)
+	}
+	if _, ok := s["enum"].([]any); ok {
+		add("outside its enum", "not one of the enum's values")
+	}
+	if _, ok := s["pattern"].(string); ok {
+		add("not matching its pattern", "\x00 does not match")
+	}
+	items, _ := s["items"].(map[string]any)
+	if n, ok := number(s["minItems"]); ok && n > 0 {
+		add(fmt.Sprintf("with fewer than minItems %v", n), slices.Repeat([]any{g.value(items, 1)}, int(n)-1))
+	}
+	if n, ok := number(s["maxItems"]); ok && n < maxItems*10 {
+		add(fmt.Sprintf("with more than maxItems %v", n), slices.Repeat([]any{g.value(items, 1)}, int(n)+1))
 	}
 	return out
 }

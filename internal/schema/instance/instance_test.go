@@ -104,3 +104,65 @@ func TestInvalid(t *testing.T) {
 		}
 	}
 }
+
+func TestValid(t *testing.T) {
+	s := decode(t, `{"type": "object", "additionalProperties": false, "required": ["expr"],
+		"properties": {
+			"expr": {"type": "string", "minLength": 1, "maxLength": 4096, "examples": ["1 + 2"]},
+			"unit": {"type": "string", "enum": ["m", "ft", "in"]},
+			"n": {"type": "integer", "minimum": 1, "maximum": 7},
+			"tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "maxItems": 10}}}`)
+	v, err := schema.Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, smp := range Valid(s) {
+		if err := v.Validate(smp.Value); err != nil {
+			t.Errorf("%s: %s is invalid: %v", smp.What, encode(smp.Value), err)
+		}
+		got[smp.What] = encode(smp.Value)
+	}
+	for what, want := range map[string]string{
+		"required properties only": `{"expr":"1 + 2"}`,
+		"every property":           `{"expr":"1 + 2","n":1,"tags":["a"],"unit":"m"}`,
+		"upper bounds":             `{"expr":"1 + 2","n":7,"tags":["aaaaa","aaaaa","aaaaa"],"unit":"m"}`,
+		"unit = ft":                `{"expr":"1 + 2","n":1,"tags":["a"],"unit":"ft"}`,
+		"unit = in":                `{"expr":"1 + 2","n":1,"tags":["a"],"unit":"in"}`,
+	} {
+		if got[what] != want {
+			t.Errorf("%s = %s, want %s", what, got[what], want)
+		}
+	}
+	// Minimal and Full ignore examples: the rule-based models answer with plain values.
+	if m := encode(Minimal(s)); m != `{"expr":"a"}` {
+		t.Errorf("Minimal = %s", m)
+	}
+}
+
+func TestInvalidBreaksEachConstraint(t *testing.T) {
+	s := decode(t, `{"type": "object", "required": ["n"],
+		"properties": {
+			"n": {"type": "integer", "minimum": 1, "exclusiveMaximum": 8},
+			"word": {"type": "string", "minLength": 2, "maxLength": 4, "pattern": "^[a-z]+$"},
+			"unit": {"enum": ["m", "ft"]},
+			"tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2}}}`)
+	v, err := schema.Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, smp := range Invalid(s) {
+		seen[smp.What] = true
+		if v.Validate(smp.Value) == nil {
+			t.Errorf("%s: %s is valid", smp.What, encode(smp.Value))
+		}
+	}
+	for _, want := range []string{`property "n" below minimum 1`, `property "n" at exclusiveMaximum 8`,
+		`property "word" shorter than minLength 2`, `property "word" longer than maxLength 4`, `property "word" not matching its pattern`,
+		`property "unit" outside its enum`, `property "tags" with fewer than minItems 1`, `property "tags" with more than maxItems 2`} {
+		if !seen[want] {
+			t.Errorf("no sample %q among %v", want, seen)
+		}
+	}
+}

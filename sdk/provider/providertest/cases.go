@@ -446,7 +446,8 @@ func (c *cases) toolContent(t *testing.T) {
 }
 
 // conformance runs the plugin conformance suite on the plugin talking to the fake
-// server.
+// server, recording its exchanges, then again offline from the recording, as a
+// cassette committed for CI would replay them (terrarium plugin test --replay).
 func (c *cases) conformance(t *testing.T) {
-	conformancetest.Require(t, c.p.Wasm(t), conformance.Options{Manifest: c.p.Manifest(c.srv.URL, map[string]string{"models": "fake-model"})})
+	conformancetest.RequireOffline(t, c.p.Wasm(t), conformance.Options{Manifest: c.p.Manifest(c.srv.URL, map[string]string{"models": "fake-model"})})
 }

@@ -1,0 +1,72 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/host/internal/wasmtest"
+)
+
+func TestCheckModule(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		imports, exports []string
+		says             []string // empty: the module passes
+	}{
+		{"reactor", []string{"extism:host/env.alloc", "terrarium:host/v1.log"}, []string{"terrarium_describe", "terrarium_call_tool"}, nil},
+		{"command", nil, []string{"_start", "terrarium_describe"}, []string{"command module (it exports _start)", "-buildmode=c-shared"}},
+		{"refused kernel functions", []string{"extism:host/env.alloc", "extism:host/env.http_request", "extism:host/env.config_get", "extism:host/env.log_info"},
+			[]string{"terrarium_describe"}, []string{"Extism kernel functions Terrarium does not provide (http_request, config_get, log_info)", "terrarium:host/v1"}},
+		{"no describe", nil, []string{"terrarium_call_tool"}, []string{"does not export terrarium_describe"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := host.CheckModule(wasmtest.Module(tc.imports, tc.exports))
+			if len(tc.says) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, host.ErrNotAPlugin) {
+				t.Fatalf("err = %v, want ErrNotAPlugin", err)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("err = %v, want it to say %q", err, s)
+				}
+			}
+			// Load refuses it before running anything.
+			h, _ := newHost(t)
+			if _, err := h.Load(context.Background(), wasmtest.Module(tc.imports, tc.exports), host.Manifest{}); !errors.Is(err, host.ErrLoad) || !errors.Is(err, host.ErrNotAPlugin) {
+				t.Errorf("Load: %v", err)
+			}
+		})
+	}
+	// Every first-party build passes.
+	for _, dir := range []string{"../plugins/calculator", "testdata/misbehave", "testdata/hostcheck"} {
+		if err := host.CheckModule(wasm(t, dir)); err != nil {
+			t.Errorf("%s: %v", dir, err)
+		}
+	}
+	good := wasmtest.Module(nil, []string{"terrarium_describe"})
+	for _, bad := range [][]byte{nil, []byte("MZ\x90\x00"), good[:len(good)-3], append([]byte("\x00asm\x02\x00\x00\x00"), good[8:]...),
+		append(append([]byte{}, good[:8]...), 2, 0x80, 0x80, 0x80, 0x80, 0x10)} {
+		if err := host.CheckModule(bad); !errors.Is(err, host.ErrNotAPlugin) {
+			t.Errorf("CheckModule(%q) = %v, want ErrNotAPlugin", bad, err)
+		}
+	}
+}
+
+// FuzzCheckModule feeds the module reader bytes it did not expect: it must answer,
+// never panic or loop.
+func FuzzCheckModule(f *testing.F) {
+	f.Add(wasmtest.Module([]string{"extism:host/env.alloc"}, []string{"terrarium_describe"}))
+	f.Add(wasmtest.Module(nil, []string{"_start"}))
+	f.Add([]byte("\x00asm\x01\x00\x00\x00\x02\x05\x01\x00\x00\x01\x70"))
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		host.CheckModule(wasm)
+	})
+}

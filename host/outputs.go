@@ -1,0 +1,48 @@
+package host
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/terrarium-ai/terrarium/abi/plugin"
+	"github.com/terrarium-ai/terrarium/internal/schema"
+)
+
+// WithLenientOutputs makes a tool output that does not match the tool's output schema
+// a logged warning instead of a failed call. Outputs that are not a tool output
+// envelope at all still fail: there is nothing to pass on.
+func WithLenientOutputs() Option { return optionFunc(func(c *hostConfig) { c.lenientOutputs = true }) }
+
+// toolOutput decodes a tool's answer and checks its output against the tool's output
+// schema, before it reaches the model: the schema is the tool's promise to whoever
+// reads the output. A mismatch is the plugin's fault, naming the tool and where the
+// output breaks the schema; with WithLenientOutputs it is only logged.
+func (t *pluginTool) toolOutput(out []byte) (*plugin.ToolOutput, error) {
+	p := t.p
+	fault := func(format string, args ...any) error {
+		return &CallError{Plugin: p.desc.Name, Export: plugin.ExportCallTool,
+			Err: fmt.Errorf("%w: tool %s: %s", ErrPluginFault, t.local, fmt.Sprintf(format, args...))}
+	}
+	var res plugin.ToolOutput
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&res); err != nil {
+		return nil, fault(`invalid output: not a tool output envelope ({"output": ..., "content": [...]} or {"interrupt": {...}}): %v (answer: %s)`, err, abbreviate(string(out)))
+	}
+	if res.Interrupt != nil {
+		return &res, nil
+	}
+	v, err := schema.Compile(t.def.OutputSchema) // compiled at load: cached
+	if err == nil {
+		err = v.Validate(res.Output)
+	}
+	if err != nil {
+		if p.host.lenientOutputs {
+			p.host.log.Warn("tool output does not match its output schema", "plugin", p.desc.Name, "tool", t.local, "error", err)
+			return &res, nil
+		}
+		return nil, fault("the output does not match the output schema: %v", err)
+	}
+	return &res, nil
+}
