@@ -1,0 +1,60 @@
+package tenant
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestLimiterConcurrentTurns(t *testing.T) {
+	l := NewLimiter(&Tenant{ID: "a", Quotas: Quotas{ConcurrentTurns: 2}})
+	d1, err := l.StartTurn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := l.StartTurn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.StartTurn()
+	var qe *QuotaError
+	if !errors.As(err, &qe) || qe.Quota != "concurrentTurns" || qe.RetryAfter <= 0 || !errors.Is(err, ErrOverQuota) {
+		t.Fatalf("a third turn: %v", err)
+	}
+	d1()
+	d1() // done twice frees one place only
+	d3, err := l.StartTurn()
+	if err != nil {
+		t.Fatalf("after one ended: %v", err)
+	}
+	if _, err := l.StartTurn(); err == nil {
+		t.Error("a done called twice freed two places")
+	}
+	d2()
+	d3()
+}
+
+func TestLimiterTurnsPerMinute(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	l := NewLimiter(&Tenant{ID: "a", Quotas: Quotas{TurnsPerMinute: 2, ConcurrentTurns: 1}})
+	l.now = func() time.Time { return now }
+	for range 2 { // the burst
+		done, err := l.StartTurn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done()
+	}
+	_, err := l.StartTurn()
+	var qe *QuotaError
+	if !errors.As(err, &qe) || qe.Quota != "turnsPerMinute" || qe.RetryAfter != 30*time.Second {
+		t.Fatalf("a third turn in the minute: %v", err)
+	}
+	// The refused turn took no place of the concurrency quota, nor of the rate.
+	now = now.Add(30 * time.Second)
+	done, err := l.StartTurn()
+	if err != nil {
+		t.Fatalf("30s later: %v", err)
+	}
+	done()
+}
