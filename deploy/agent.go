@@ -37,6 +37,7 @@ type Agent struct {
 	flow      session.AnyFlow
 	snapshots snapshots // nil without a snapshot store
 	store     store.Store
+	namespace string // of its sessions in store: its name, after its tenant's ID and a '/'
 }
 
 // snapshots reads and aborts the snapshots of a flow, whatever its State type.
@@ -172,7 +173,7 @@ func (a *Agent) Sessions(ctx context.Context) ([]string, error) {
 	if !ok {
 		return nil, fmt.Errorf("deploy: agent %q: its store (%T) cannot list sessions", a.Name, a.store)
 	}
-	return l.Sessions(ctx, a.Name)
+	return l.Sessions(ctx, a.namespace)
 }
 
 // HasSession reports whether the agent keeps a session with this ID.
@@ -183,7 +184,7 @@ func (a *Agent) HasSession(ctx context.Context, id string) (bool, error) {
 	if err := store.CheckNames(id); err != nil {
 		return false, nil
 	}
-	_, err := a.store.Head(ctx, a.Name, id)
+	_, err := a.store.Head(ctx, a.namespace, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
