@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/deploy"
 	"github.com/terrarium-ai/terrarium/host"
@@ -56,15 +59,31 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-func newTenantServer(t *testing.T) *tenantServer {
-	t.Helper()
-	ts, err := tenant.Parse([]byte(`
+func newTenantServer(t testing.TB) *tenantServer {
+	return newTenantServerOf(t, `
 tenants:
   - id: a
     quotas: {concurrentTurns: 1}
   - id: b
     quotas: {turnsPerMinute: 1}
-`))
+`)
+}
+
+// workModel is a model that works: each answer costs about the CPU time of hashing a
+// megabyte, as a model or plugin running in-process would.
+func workModel(ctx context.Context, req *abi.GenerateRequest, _ agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+	sum := sha256.Sum256([]byte(req.Messages[len(req.Messages)-1].Text()))
+	for range 1 << 15 {
+		sum = sha256.Sum256(sum[:])
+	}
+	return &abi.GenerateResponse{Message: abi.NewModelTextMessage(hex.EncodeToString(sum[:4])), FinishReason: abi.FinishStop}, nil
+}
+
+// newTenantServerOf serves the tenants of a tenants file, each with the agents echo
+// (kept in one store they all share), gate and work (test/work, kept in memory).
+func newTenantServerOf(t testing.TB, tenantsFile string) *tenantServer {
+	t.Helper()
+	ts, err := tenant.Parse([]byte(tenantsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +91,7 @@ tenants:
 	for name, src := range map[string]string{
 		"echo.yaml": "name: echo\nmodel: {name: test/echo}\ntools: [askUser]\n",
 		"gate.yaml": "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
+		"work.yaml": "name: work\nmodel: {name: test/work}\nsnapshots: {store: memory}\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
@@ -94,7 +114,9 @@ tenants:
 	var tenants []server.Tenant
 	for _, tn := range ts {
 		g := &gate{started: make(chan struct{}), release: make(chan struct{})}
-		d, err := deploy.New(t.Context(), files, deploy.WithRegistry(testRegistry(g)), deploy.WithStore(shared),
+		reg := testRegistry(g)
+		agent.DefineModel(reg, "test/work", nil, workModel)
+		d, err := deploy.New(t.Context(), files, deploy.WithRegistry(reg), deploy.WithStore(shared),
 			deploy.WithLogger(quietLog), deploy.WithTenant(root, tn.ID, host.TenantConfig{Admit: tn.Admission()}))
 		if err != nil {
 			t.Fatal(err)
@@ -126,7 +148,7 @@ tenants:
 
 // call sends a request with key (none if "") and a JSON body, decodes the answer into
 // out when given, and returns the response.
-func (ts *tenantServer) call(t *testing.T, key, method, path string, body, out any) *http.Response {
+func (ts *tenantServer) call(t testing.TB, key, method, path string, body, out any) *http.Response {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
