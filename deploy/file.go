@@ -101,7 +101,8 @@ type File struct {
 	// Snapshots says where and when the agent's sessions are kept.
 	Snapshots Snapshots `yaml:"snapshots,omitempty"`
 
-	// Tenants is reserved for tenants: giving it is an error until they are supported.
+	// Tenants is not an agent file's: the tenants file (serve -tenants) names the
+	// agents each tenant may use. Giving it is an error that says so.
 	Tenants any `yaml:"tenants,omitempty"`
 
 	lines map[string]int // a field's path ("model.name", "tools[1]") to its line
@@ -312,7 +313,7 @@ func (f *File) check() error {
 	case f.MaxTurns < 0:
 		return f.errorf("maxTurns", "%d: want 1 or more", f.MaxTurns)
 	case f.Tenants != nil:
-		return f.errorf("tenants", "tenants are not supported by this version of Terrarium")
+		return f.errorf("tenants", "tenants are not set in agent files: the tenants file (terrarium serve -tenants) names each tenant's agents")
 	}
 	if err := f.checkKind(); err != nil {
 		return err
