@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
@@ -72,15 +71,6 @@ type scopeKey struct{}
 // scopeOf returns the request's scope, which authenticate put in its context.
 func scopeOf(r *http.Request) *scope { return r.Context().Value(scopeKey{}).(*scope) }
 
-// bearer returns the key in a request's Authorization header.
-func bearer(r *http.Request) string {
-	v := r.Header.Get("Authorization")
-	if len(v) > 7 && strings.EqualFold(v[:7], "Bearer ") {
-		return strings.TrimSpace(v[7:])
-	}
-	return ""
-}
-
 // authenticate gives each request the scope it may reach, refusing one without a
 // valid key on a multi-tenant server. Denials, an unknown key's and a tenant's 404s
 // alike, are logged: a tenant probing another's names shows in the log.
@@ -90,7 +80,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), scopeKey{}, &scope{dep: s.dep})))
 			return
 		}
-		key, err := s.keys.Authenticate(bearer(r))
+		key, err := s.keys.AuthenticateRequest(r)
 		t := s.tenants[key.Tenant]
 		if err == nil && t == nil {
 			err = fmt.Errorf("%w: tenant %s is not served", ErrUnauthenticated, key.Tenant)
@@ -142,7 +132,7 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 // adminOnly refuses a request without the admin key: 401, logged.
 func (s *Server) adminOnly(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.admin == nil || !s.admin.Check(bearer(r)) {
+		if s.admin == nil || !s.admin.Check(tenant.Bearer(r)) {
 			s.log.WarnContext(r.Context(), "admin request refused: not the admin key", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="terrarium-admin"`)
 			writeJSON(w, http.StatusUnauthorized, &abi.Error{Code: "unauthenticated", Message: "the admin API needs the admin key"})

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -167,6 +168,21 @@ func (k *Keys) Authenticate(secret string) (Key, error) {
 		return Key{}, ErrUnauthenticated
 	}
 	return copied, nil
+}
+
+// AuthenticateRequest authenticates the key in a request's "Authorization: Bearer"
+// header.
+func (k *Keys) AuthenticateRequest(r *http.Request) (Key, error) {
+	return k.Authenticate(Bearer(r))
+}
+
+// Bearer returns the token in a request's "Authorization: Bearer" header, or "".
+func Bearer(r *http.Request) string {
+	v := r.Header.Get("Authorization")
+	if len(v) > 7 && strings.EqualFold(v[:7], "Bearer ") {
+		return strings.TrimSpace(v[7:])
+	}
+	return ""
 }
 
 func hashKey(secret string) string {

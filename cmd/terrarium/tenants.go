@@ -5,15 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/deploy"
 	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/mcp"
 	"github.com/terrarium-ai/terrarium/server"
+	"github.com/terrarium-ai/terrarium/store"
 	"github.com/terrarium-ai/terrarium/store/badgerstore"
 	"github.com/terrarium-ai/terrarium/tenant"
 )
@@ -92,4 +96,75 @@ func (st *servedTenants) close() error {
 		errs = append(errs, st.store.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// tenantMCP returns the MCP endpoint of `mcp --tenants`: each request needs an API key
+// (made by serve's admin API, kept in dataDir) not narrowed to agents, and reaches the
+// tools of its tenant's plugins only, loaded as deployTenants loads them (the agent
+// files of dir it may use, in a tenant view of one host, within its ceilings). What it
+// returns is to be closed, error or not.
+func tenantMCP(ctx context.Context, dir, tenantsFile, dataDir string, patterns []string, log *slog.Logger) (http.Handler, func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}
+	files, err := deploy.ReadDir(dir)
+	if err != nil {
+		return nil, closeAll, err
+	}
+	defs, err := tenant.ReadFile(tenantsFile)
+	if err != nil {
+		return nil, closeAll, err
+	}
+	keys, err := tenant.OpenKeys(filepath.Join(dataDir, "keys.json"), defs)
+	if err != nil {
+		return nil, closeAll, err
+	}
+	root, err := host.New(agent.NewRegistry(), host.WithLogger(log))
+	if err != nil {
+		return nil, closeAll, err
+	}
+	closers = append(closers, func() { root.Close(context.Background()) })
+	byTenant := map[string]http.Handler{}
+	for _, t := range defs {
+		var mine []*deploy.File
+		for _, f := range files {
+			if t.MayUse(f.Name) {
+				mine = append(mine, f)
+			}
+		}
+		// Only the plugins' tools are served, so the agents' sessions are never used.
+		d, err := deploy.New(ctx, mine, deploy.WithStore(store.NewMemory()), deploy.WithLogger(log),
+			deploy.WithTenant(root, t.ID, host.TenantConfig{Secrets: t.SecretValues(), Admit: t.Admission()}))
+		if err != nil {
+			return nil, closeAll, fmt.Errorf("tenant %s: %w", t.ID, err)
+		}
+		closers = append(closers, func() { d.Close(context.Background()) })
+		tools, err := mcp.SelectTools(deploymentTools(d), patterns...)
+		if err != nil {
+			return nil, closeAll, fmt.Errorf("tenant %s: %w", t.ID, err)
+		}
+		srv, err := mcp.NewServer(tools, mcp.WithLogger(log.With("tenant", t.ID)))
+		if err != nil {
+			return nil, closeAll, fmt.Errorf("tenant %s: %w", t.ID, err)
+		}
+		byTenant[t.ID] = srv.Handler()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := keys.AuthenticateRequest(r)
+		if err != nil {
+			log.Warn("MCP request refused: no valid API key", "remote", r.RemoteAddr)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="terrarium"`)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		if len(key.Agents) > 0 {
+			log.Warn("MCP request refused: the key is narrowed to agents", "tenant", key.Tenant, "key", key.ID)
+			http.Error(w, "MCP serves plugins' tools: use a key not narrowed to agents", http.StatusForbidden)
+			return
+		}
+		byTenant[key.Tenant].ServeHTTP(w, r)
+	}), closeAll, nil
 }
