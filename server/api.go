@@ -51,7 +51,9 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(r.method+" "+r.pattern, h)
 	}
 	if s.tenants != nil {
-		s.adminRoutes(mux)
+		for _, r := range s.adminRoutes() {
+			mux.HandleFunc(r.method+" "+r.pattern, s.adminOnly(r.handler))
+		}
 	}
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	if s.promh != nil {

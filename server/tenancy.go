@@ -118,14 +118,13 @@ func (r *statusRecorder) WriteHeader(status int) {
 // WebSocket) the writer underneath.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// adminRoutes make and revoke API keys, with the admin key.
-func (s *Server) adminRoutes(mux *http.ServeMux) {
-	for _, r := range []route{
+// adminRoutes make and revoke API keys, with the admin key; a multi-tenant server
+// serves them.
+func (s *Server) adminRoutes() []route {
+	return []route{
 		{"GET", "/admin/tenants/{tenant}/keys", s.listKeys},
 		{"POST", "/admin/tenants/{tenant}/keys", s.createKey},
 		{"DELETE", "/admin/keys/{key}", s.revokeKey},
-	} {
-		mux.HandleFunc(r.method+" "+r.pattern, s.adminOnly(r.handler))
 	}
 }
 
