@@ -24,6 +24,7 @@ type live struct {
 	mu       sync.Mutex
 	running  bool
 	endTurn  func()    // gives the running turn's place back to its tenant's quota
+	leave    func()    // gives the session's place back to its tenant's quota, once
 	attached int       // WebSocket connections holding it open
 	idle     time.Time // when its last turn ended
 }
@@ -125,13 +126,21 @@ func (s *sessions) peek(a *deploy.Agent, id string) *live {
 }
 
 func (s *sessions) connect(a *deploy.Agent, init json.RawMessage) (*live, error) {
+	leave := func() {}
+	if q := s.limits[a]; q != nil {
+		var err error
+		if leave, err = q.OpenSession(); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithCancelCause(s.base)
 	conn, err := a.Flow().ConnectAny(ctx, init)
 	if err != nil {
 		cancel(nil)
+		leave()
 		return nil, err
 	}
-	return &live{agent: a, id: conn.SessionID(), conn: conn, ctx: ctx, cancel: cancel, idle: time.Now()}, nil
+	return &live{agent: a, id: conn.SessionID(), conn: conn, ctx: ctx, cancel: cancel, idle: time.Now(), leave: leave}, nil
 }
 
 // add registers an open session; the caller holds s.mu.
@@ -148,6 +157,7 @@ func (s *sessions) remove(l *live) {
 	if s.open[k] == l {
 		delete(s.open, k)
 		s.metrics.liveSessions.Add(s.base, -1)
+		l.leave()
 	}
 }
 
@@ -284,6 +294,7 @@ func (l *live) close() error {
 	l.conn.Close()
 	_, err := l.conn.Output()
 	l.cancel(nil)
+	l.leave()
 	return err
 }
 

@@ -393,3 +393,33 @@ func TestTenantWebSocket(t *testing.T) {
 		}
 	}
 }
+
+// A tenant at its concurrentSessions quota opens no more sessions (429), until one
+// of its sessions closes; another tenant opens sessions meanwhile.
+func TestTenantSessionQuota(t *testing.T) {
+	ts := newTenantServerOf(t, "tenants:\n  - id: a\n    quotas: {concurrentSessions: 1}\n  - id: b\n")
+	a := ts.key["a"]
+	var info server.SessionInfo
+	if resp := ts.call(t, a, "POST", "/api/agents/echo/sessions", nil, &info); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a's first session: %d", resp.StatusCode)
+	}
+	var e struct{ Code, Message string }
+	resp := ts.call(t, a, "POST", "/api/agents/gate/sessions", nil, &e)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(e.Message, "concurrentSessions") {
+		t.Errorf("a's second session: %d, Retry-After %q, %+v", resp.StatusCode, resp.Header.Get("Retry-After"), e)
+	}
+	if resp := ts.call(t, ts.key["b"], "POST", "/api/agents/echo/sessions", nil, nil); resp.StatusCode != http.StatusCreated {
+		t.Errorf("b's session while a is at its quota: %d", resp.StatusCode)
+	}
+	if resp := ts.call(t, a, "DELETE", "/api/agents/echo/sessions/"+info.SessionID, nil, nil); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("closing a's session: %d", resp.StatusCode)
+	}
+	if resp := ts.call(t, a, "POST", "/api/agents/gate/sessions", nil, nil); resp.StatusCode != http.StatusCreated {
+		t.Errorf("a's session once its first closed: %d", resp.StatusCode)
+	}
+	// The closed session is kept, and reopens on its next turn only within the quota.
+	resp = ts.call(t, a, "POST", "/api/agents/echo/sessions/"+info.SessionID+"/turns", map[string]any{"text": "hi"}, nil)
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("reopening a kept session beyond the quota: %d", resp.StatusCode)
+	}
+}

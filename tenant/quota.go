@@ -13,7 +13,7 @@ import (
 // trying again may succeed.
 type QuotaError struct {
 	Tenant     string
-	Quota      string // "concurrentTurns", "turnsPerMinute"
+	Quota      string // "concurrentTurns", "concurrentSessions", "turnsPerMinute"
 	Limit      float64
 	RetryAfter time.Duration
 }
@@ -33,6 +33,7 @@ type Limiter struct {
 	tenant  string
 	q       Quotas
 	running chan struct{} // a token per running turn; nil without the quota
+	open    chan struct{} // a token per open session; nil without the quota
 	rate    *rate.Limiter // nil without the quota
 	now     func() time.Time
 }
@@ -43,6 +44,9 @@ func NewLimiter(t *Tenant) *Limiter {
 	if n := t.Quotas.ConcurrentTurns; n > 0 {
 		l.running = make(chan struct{}, n)
 	}
+	if n := t.Quotas.ConcurrentSessions; n > 0 {
+		l.open = make(chan struct{}, n)
+	}
 	if per := t.Quotas.TurnsPerMinute; per > 0 {
 		burst := t.Quotas.TurnBurst
 		if burst == 0 {
@@ -51,6 +55,22 @@ func NewLimiter(t *Tenant) *Limiter {
 		l.rate = rate.NewLimiter(rate.Limit(per/60), burst)
 	}
 	return l
+}
+
+// OpenSession admits a session opening, or refuses it with a *QuotaError; an admitted
+// session calls close when it is closed.
+func (l *Limiter) OpenSession() (close func(), err error) {
+	if l.open == nil {
+		return func() {}, nil
+	}
+	select {
+	case l.open <- struct{}{}:
+		return sync.OnceFunc(func() { <-l.open }), nil
+	default:
+		// Room comes when one of the tenant's sessions closes: by its client, or once
+		// idle for the server's idle timeout.
+		return nil, &QuotaError{Tenant: l.tenant, Quota: "concurrentSessions", Limit: float64(l.q.ConcurrentSessions), RetryAfter: time.Second}
+	}
 }
 
 // StartTurn admits a turn, or refuses it with a *QuotaError; an admitted turn calls

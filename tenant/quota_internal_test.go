@@ -58,3 +58,24 @@ func TestLimiterTurnsPerMinute(t *testing.T) {
 	}
 	done()
 }
+
+func TestLimiterConcurrentSessions(t *testing.T) {
+	l := NewLimiter(&Tenant{ID: "a", Quotas: Quotas{ConcurrentSessions: 1}})
+	closeFirst, err := l.OpenSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.OpenSession()
+	var qe *QuotaError
+	if !errors.As(err, &qe) || qe.Quota != "concurrentSessions" {
+		t.Fatalf("a second session: %v", err)
+	}
+	closeFirst()
+	closeFirst() // closing twice frees one place only
+	if _, err := l.OpenSession(); err != nil {
+		t.Fatalf("once the first closed: %v", err)
+	}
+	if _, err := l.OpenSession(); err == nil {
+		t.Error("a close called twice freed two places")
+	}
+}

@@ -46,6 +46,10 @@ type Secret struct {
 type Quotas struct {
 	// ConcurrentTurns bounds the tenant's turns running at once.
 	ConcurrentTurns int `json:"concurrentTurns,omitempty"`
+	// ConcurrentSessions bounds the tenant's sessions open on the server at once (a
+	// kept session closed for idleness, or closed by its client, reopens on its next
+	// turn, within the bound again).
+	ConcurrentSessions int `json:"concurrentSessions,omitempty"`
 	// TurnsPerMinute is the rate of turns a tenant may start, sustained; up to
 	// TurnBurst (default: TurnsPerMinute, at least 1) may start at once.
 	TurnsPerMinute float64 `json:"turnsPerMinute,omitempty"`
@@ -112,7 +116,7 @@ func (t *Tenant) check() error {
 		return fmt.Errorf("id %q: want letters, digits, '.', '_' or '-', at most 64", t.ID)
 	}
 	q := t.Quotas
-	if q.ConcurrentTurns < 0 || q.TurnsPerMinute < 0 || q.TurnBurst < 0 || q.PluginMemoryPages < 0 {
+	if q.ConcurrentTurns < 0 || q.ConcurrentSessions < 0 || q.TurnsPerMinute < 0 || q.TurnBurst < 0 || q.PluginMemoryPages < 0 {
 		return fmt.Errorf("tenant %s: quotas: negative", t.ID)
 	}
 	for name, s := range t.Secrets {
