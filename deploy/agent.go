@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/terrarium-ai/terrarium/agent/session"
+	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/store"
 )
 
@@ -38,6 +39,15 @@ type Agent struct {
 	snapshots snapshots // nil without a snapshot store
 	store     store.Store
 	namespace string // of its sessions in store: its name, after its tenant's ID and a '/'
+}
+
+// isolatedFlow is a flow whose connections make their plugin calls under session
+// isolation (host.IsolateSessions): an agent file's isolation: session.
+type isolatedFlow struct{ session.AnyFlow }
+
+// ConnectAny implements session.AnyFlow.
+func (f isolatedFlow) ConnectAny(ctx context.Context, init json.RawMessage) (session.AnyConnection, error) {
+	return f.AnyFlow.ConnectAny(host.IsolateSessions(ctx), init)
 }
 
 // snapshots reads and aborts the snapshots of a flow, whatever its State type.

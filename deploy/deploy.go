@@ -349,6 +349,9 @@ func (d *Deployment) define(f *File) (*Agent, error) {
 	if err := define(f, a); err != nil {
 		return nil, err
 	}
+	if f.Isolation == host.IsolationSession {
+		a.flow = isolatedFlow{a.flow}
+	}
 	return a, nil
 }
 
