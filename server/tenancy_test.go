@@ -114,15 +114,16 @@ func newTenantServerOf(t testing.TB, tenantsFile string) *tenantServer {
 	var tenants []server.Tenant
 	for _, tn := range ts {
 		g := &gate{started: make(chan struct{}), release: make(chan struct{})}
+		limiter := tenant.NewLimiter(tn)
 		reg := testRegistry(g)
 		agent.DefineModel(reg, "test/work", nil, workModel)
 		d, err := deploy.New(t.Context(), files, deploy.WithRegistry(reg), deploy.WithStore(shared),
-			deploy.WithLogger(quietLog), deploy.WithTenant(root, tn.ID, host.TenantConfig{Admit: tn.Admission()}))
+			deploy.WithLogger(quietLog), deploy.WithTenant(root, tn.ID, host.TenantConfig{Admit: tn.Admission(), Gate: limiter}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { d.Close(context.Background()) })
-		tenants = append(tenants, server.Tenant{ID: tn.ID, Deployment: d, Limiter: tenant.NewLimiter(tn)})
+		tenants = append(tenants, server.Tenant{ID: tn.ID, Deployment: d, Limiter: limiter})
 		out.gates[tn.ID] = g
 		if out.key[tn.ID], _, err = keys.Create(tn.ID); err != nil {
 			t.Fatal(err)

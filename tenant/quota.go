@@ -1,12 +1,15 @@
 package tenant
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/terrarium-ai/terrarium/host"
 )
 
 // QuotaError is the error of a turn a tenant's quota refuses: which quota, and when
@@ -35,6 +38,7 @@ type Limiter struct {
 	running chan struct{} // a token per running turn; nil without the quota
 	open    chan struct{} // a token per open session; nil without the quota
 	rate    *rate.Limiter // nil without the quota
+	plugin  *rate.Limiter // plugin time, in milliseconds; nil without the quota
 	now     func() time.Time
 }
 
@@ -54,7 +58,32 @@ func NewLimiter(t *Tenant) *Limiter {
 		}
 		l.rate = rate.NewLimiter(rate.Limit(per/60), burst)
 	}
+	if s := t.Quotas.PluginSecondsPerMinute; s > 0 {
+		ms := s * 1000
+		l.plugin = rate.NewLimiter(rate.Limit(ms/60), int(math.Ceil(ms)))
+	}
 	return l
+}
+
+var _ host.Gate = (*Limiter)(nil)
+
+// Enter implements host.Gate: it admits a plugin call while the tenant's plugin time
+// budget is not spent, and charges the call's time when it leaves.
+func (l *Limiter) Enter(_ context.Context, plugin string) (leave func(ran time.Duration), err error) {
+	if l.plugin == nil {
+		return func(time.Duration) {}, nil
+	}
+	now := l.now()
+	if tokens := l.plugin.TokensAt(now); tokens < 1 {
+		wait := time.Duration((1 - tokens) / float64(l.plugin.Limit()) * float64(time.Second))
+		return nil, &QuotaError{Tenant: l.tenant, Quota: "pluginSecondsPerMinute", Limit: l.q.PluginSecondsPerMinute,
+			RetryAfter: time.Duration(math.Ceil(wait.Seconds())) * time.Second}
+	}
+	return func(ran time.Duration) {
+		// A reservation may take the budget below zero: the calls after pay for
+		// this one's overrun.
+		l.plugin.ReserveN(l.now(), min(max(1, int(ran.Milliseconds())), l.plugin.Burst()))
+	}, nil
 }
 
 // OpenSession admits a session opening, or refuses it with a *QuotaError; an admitted

@@ -79,3 +79,29 @@ func TestLimiterConcurrentSessions(t *testing.T) {
 		t.Error("a close called twice freed two places")
 	}
 }
+
+func TestLimiterPluginTime(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	l := NewLimiter(&Tenant{ID: "a", Quotas: Quotas{PluginSecondsPerMinute: 6}}) // 100 ms a second
+	l.now = func() time.Time { return now }
+	leave, err := l.Enter(t.Context(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leave(5 * time.Second) // within the minute's 6 s
+	leave, err = l.Enter(t.Context(), "p")
+	if err != nil {
+		t.Fatalf("with 1 s left: %v", err)
+	}
+	leave(3 * time.Second) // overruns the budget by 2 s
+	_, err = l.Enter(t.Context(), "p")
+	var qe *QuotaError
+	if !errors.As(err, &qe) || qe.Quota != "pluginSecondsPerMinute" || qe.RetryAfter != 21*time.Second {
+		t.Fatalf("a call past the budget: %v", err)
+	}
+	// 2 s of debt and a millisecond to spend refill at 100 ms a second.
+	now = now.Add(21 * time.Second)
+	if _, err := l.Enter(t.Context(), "p"); err != nil {
+		t.Errorf("once the budget refilled: %v", err)
+	}
+}

@@ -54,6 +54,11 @@ type Quotas struct {
 	// TurnBurst (default: TurnsPerMinute, at least 1) may start at once.
 	TurnsPerMinute float64 `json:"turnsPerMinute,omitempty"`
 	TurnBurst      int     `json:"turnBurst,omitempty"`
+	// PluginSecondsPerMinute bounds the time the tenant's plugin calls may run, in
+	// seconds a minute, sustained (a minute's worth may be spent at once). A call
+	// past it is refused until the budget refills; a call that overran it is paid
+	// for by the calls after it.
+	PluginSecondsPerMinute float64 `json:"pluginSecondsPerMinute,omitempty"`
 	// PluginMemoryPages bounds the linear memory (64 KiB pages) the tenant's plugins
 	// may reach together: each plugin's memory limit times its most instances.
 	PluginMemoryPages int64 `json:"pluginMemoryPages,omitempty"`
@@ -116,7 +121,7 @@ func (t *Tenant) check() error {
 		return fmt.Errorf("id %q: want letters, digits, '.', '_' or '-', at most 64", t.ID)
 	}
 	q := t.Quotas
-	if q.ConcurrentTurns < 0 || q.ConcurrentSessions < 0 || q.TurnsPerMinute < 0 || q.TurnBurst < 0 || q.PluginMemoryPages < 0 {
+	if q.ConcurrentTurns < 0 || q.ConcurrentSessions < 0 || q.TurnsPerMinute < 0 || q.TurnBurst < 0 || q.PluginSecondsPerMinute < 0 || q.PluginMemoryPages < 0 {
 		return fmt.Errorf("tenant %s: quotas: negative", t.ID)
 	}
 	for name, s := range t.Secrets {

@@ -72,12 +72,13 @@ func deployTenants(ctx context.Context, files []*deploy.File, f serveFlags, log 
 				mine = append(mine, file)
 			}
 		}
+		limiter := tenant.NewLimiter(t)
 		d, err := deploy.New(ctx, mine, deploy.WithStore(st.store), deploy.WithLogger(log), deploy.WithMeterProvider(mp),
-			deploy.WithTenant(st.root, t.ID, host.TenantConfig{Secrets: t.SecretValues(), Admit: t.Admission()}))
+			deploy.WithTenant(st.root, t.ID, host.TenantConfig{Secrets: t.SecretValues(), Admit: t.Admission(), Gate: limiter}))
 		if err != nil {
 			return st, fmt.Errorf("tenant %s: %w", t.ID, err)
 		}
-		st.tenants = append(st.tenants, server.Tenant{ID: t.ID, Deployment: d, Limiter: tenant.NewLimiter(t)})
+		st.tenants = append(st.tenants, server.Tenant{ID: t.ID, Deployment: d, Limiter: limiter})
 	}
 	return st, nil
 }
@@ -137,7 +138,7 @@ func tenantMCP(ctx context.Context, dir, tenantsFile, dataDir string, patterns [
 		}
 		// Only the plugins' tools are served, so the agents' sessions are never used.
 		d, err := deploy.New(ctx, mine, deploy.WithStore(store.NewMemory()), deploy.WithLogger(log),
-			deploy.WithTenant(root, t.ID, host.TenantConfig{Secrets: t.SecretValues(), Admit: t.Admission()}))
+			deploy.WithTenant(root, t.ID, host.TenantConfig{Secrets: t.SecretValues(), Admit: t.Admission(), Gate: tenant.NewLimiter(t)}))
 		if err != nil {
 			return nil, closeAll, fmt.Errorf("tenant %s: %w", t.ID, err)
 		}
