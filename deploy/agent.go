@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/terrarium-ai/terrarium/agent/session"
+	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/store"
 )
 
@@ -37,6 +38,16 @@ type Agent struct {
 	flow      session.AnyFlow
 	snapshots snapshots // nil without a snapshot store
 	store     store.Store
+	namespace string // of its sessions in store: its name, after its tenant's ID and a '/'
+}
+
+// isolatedFlow is a flow whose connections make their plugin calls under session
+// isolation (host.IsolateSessions): an agent file's isolation: session.
+type isolatedFlow struct{ session.AnyFlow }
+
+// ConnectAny implements session.AnyFlow.
+func (f isolatedFlow) ConnectAny(ctx context.Context, init json.RawMessage) (session.AnyConnection, error) {
+	return f.AnyFlow.ConnectAny(host.IsolateSessions(ctx), init)
 }
 
 // snapshots reads and aborts the snapshots of a flow, whatever its State type.
@@ -172,7 +183,7 @@ func (a *Agent) Sessions(ctx context.Context) ([]string, error) {
 	if !ok {
 		return nil, fmt.Errorf("deploy: agent %q: its store (%T) cannot list sessions", a.Name, a.store)
 	}
-	return l.Sessions(ctx, a.Name)
+	return l.Sessions(ctx, a.namespace)
 }
 
 // HasSession reports whether the agent keeps a session with this ID.
@@ -191,7 +202,7 @@ func (a *Agent) Head(ctx context.Context, id string) (string, error) {
 	if err := store.CheckNames(id); err != nil {
 		return "", nil
 	}
-	rec, err := a.store.Head(ctx, a.Name, id)
+	rec, err := a.store.Head(ctx, a.namespace, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", nil
 	}

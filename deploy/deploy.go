@@ -42,6 +42,7 @@ type (
 type Deployment struct {
 	reg     *agent.Registry
 	host    *host.Host
+	tenant  string // "" unless WithTenant
 	log     *slog.Logger
 	disk    store.Store // the Badger store (or the one given), when an agent keeps snapshots on it
 	ownDisk bool
@@ -77,6 +78,10 @@ type config struct {
 	log      *slog.Logger
 	hostOpts []host.Option
 	meter    metric.MeterProvider
+
+	root     *host.Host // with WithTenant
+	tenant   string
+	tenantCf host.TenantConfig
 }
 
 type optionFunc func(*config) error
@@ -146,6 +151,22 @@ func WithHostOptions(opts ...host.Option) Option {
 	})
 }
 
+// WithTenant builds the deployment as the tenant id's, over root's compiled modules:
+// its plugins load in a tenant view of root (see host.Host.Tenant) with cfg's secrets,
+// admission and gate, so that their instances serve this deployment only, and its
+// agents keep their sessions under store namespaces of their own ("id/agent"), which
+// no other tenant's agent of the same name reads. cfg.Registry defaults to the
+// deployment's. Host options are root's to give; Close closes the view, not root.
+func WithTenant(root *host.Host, id string, cfg host.TenantConfig) Option {
+	return optionFunc(func(c *config) error {
+		if root == nil {
+			return fmt.Errorf("deploy: %w: WithTenant of no host", agent.ErrInvalidOption)
+		}
+		c.root, c.tenant, c.tenantCf = root, id, cfg
+		return nil
+	})
+}
+
 // WithMeterProvider records model and tool latency and plugin calls and faults with
 // mp (default: OpenTelemetry's global provider).
 func WithMeterProvider(mp metric.MeterProvider) Option {
@@ -169,10 +190,23 @@ func New(ctx context.Context, files []*File, opts ...Option) (*Deployment, error
 	if cfg.reg == nil {
 		cfg.reg = agent.NewRegistry()
 	}
+	if cfg.root != nil {
+		cfg.log = cfg.log.With("tenant", cfg.tenant)
+	}
 	// The deployment reports each plugin it loads itself, with its grants: the host
 	// need only say what goes wrong.
-	hostLog := slog.New(warnings{cfg.log.Handler()})
-	h, err := host.New(cfg.reg, append([]host.Option{host.WithLogger(hostLog)}, cfg.hostOpts...)...)
+	var h *host.Host
+	var err error
+	if cfg.root != nil {
+		tc := cfg.tenantCf
+		if tc.Registry == nil {
+			tc.Registry = cfg.reg
+		}
+		h, err = cfg.root.Tenant(cfg.tenant, tc)
+	} else {
+		hostLog := slog.New(warnings{cfg.log.Handler()})
+		h, err = host.New(cfg.reg, append([]host.Option{host.WithLogger(hostLog)}, cfg.hostOpts...)...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("deploy: %w", err)
 	}
@@ -180,7 +214,7 @@ func New(ctx context.Context, files []*File, opts ...Option) (*Deployment, error
 	if err != nil {
 		return nil, fmt.Errorf("deploy: metrics: %w", err)
 	}
-	d := &Deployment{reg: cfg.reg, host: h, log: cfg.log, memory: store.NewMemory(),
+	d := &Deployment{reg: cfg.reg, host: h, tenant: cfg.tenant, log: cfg.log, memory: store.NewMemory(),
 		agents: map[string]*Agent{}, plugins: map[string]*loadedPlugin{}, meter: m}
 	if err := d.build(ctx, files, cfg); err != nil {
 		d.Close(context.WithoutCancel(ctx))
@@ -353,7 +387,10 @@ func (d *Deployment) define(f *File, kind string) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{Name: f.Name, Description: f.Description, File: f.Path, Model: f.Model.Name,
-		Plugins: slices.Sorted(maps.Keys(mine)), SnapshotStore: kind}
+		Plugins: slices.Sorted(maps.Keys(mine)), SnapshotStore: kind, namespace: f.Name}
+	if d.tenant != "" {
+		a.namespace = d.tenant + "/" + f.Name
+	}
 	for _, t := range tools {
 		if !slices.Contains(a.Tools, t.name) {
 			a.Tools = append(a.Tools, t.name)
@@ -376,6 +413,9 @@ func (d *Deployment) define(f *File, kind string) (*Agent, error) {
 	}
 	if err := define(f, a); err != nil {
 		return nil, err
+	}
+	if f.Isolation == host.IsolationSession {
+		a.flow = isolatedFlow{a.flow}
 	}
 	return a, nil
 }
@@ -404,13 +444,13 @@ func (d *Deployment) generateOpts(f *File) []agent.CommonOption {
 	return common
 }
 
-// snapshotOpts keep the agent's sessions in st (none when st is nil), when the file
-// says.
-func snapshotOpts[State any](f *File, st store.Store) []session.FlowOption[State] {
-	if st == nil {
+// snapshotOpts keep the agent's sessions in its store (none without one), when the
+// file says.
+func snapshotOpts[State any](f *File, a *Agent) []session.FlowOption[State] {
+	if a.store == nil {
 		return nil
 	}
-	opts := []session.FlowOption[State]{session.WithSnapshotStore(session.NewSnapshotStore[State](st, session.WithNamespace(f.Name)))}
+	opts := []session.FlowOption[State]{session.WithSnapshotStore(session.NewSnapshotStore[State](a.store, session.WithNamespace(a.namespace)))}
 	if len(f.Snapshots.On) > 0 {
 		events := make([]session.SnapshotEvent, len(f.Snapshots.On))
 		for i, e := range f.Snapshots.On {
@@ -444,7 +484,7 @@ func (d *Deployment) definePrompted(f *File, a *Agent) error {
 	if len(handlers) > 0 {
 		opts = append(opts, session.WithHandlers[promptState](handlers...))
 	}
-	for _, o := range snapshotOpts[promptState](f, a.store) {
+	for _, o := range snapshotOpts[promptState](f, a) {
 		opts = append(opts, o)
 	}
 	flow, err := recovered(func() *session.SessionFlow[promptStatus, promptState] {

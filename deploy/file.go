@@ -100,8 +100,14 @@ type File struct {
 	Plugins []Plugin `yaml:"plugins,omitempty"`
 	// Snapshots says where and when the agent's sessions are kept.
 	Snapshots Snapshots `yaml:"snapshots,omitempty"`
+	// Isolation "session" gives each of the agent's sessions plugin instances of its
+	// own, fresh for its first call of each plugin, whatever the plugins' grants say:
+	// nothing a plugin keeps in memory crosses the agent's sessions. The default,
+	// "pooled", leaves it to each plugin's grants (host.Manifest.Isolation).
+	Isolation host.Isolation `yaml:"isolation,omitempty"`
 
-	// Tenants is reserved for tenants: giving it is an error until they are supported.
+	// Tenants is not an agent file's: the tenants file (serve -tenants) names the
+	// agents each tenant may use. Giving it is an error that says so.
 	Tenants any `yaml:"tenants,omitempty"`
 
 	lines map[string]int // a field's path ("model.name", "tools[1]") to its line
@@ -314,8 +320,10 @@ func (f *File) check() error {
 		return f.errorf("model.timeout", "%v: want a positive duration", f.Model.Timeout)
 	case f.MaxTurns < 0:
 		return f.errorf("maxTurns", "%d: want 1 or more", f.MaxTurns)
+	case f.Isolation != "" && f.Isolation != host.IsolationPooled && f.Isolation != host.IsolationSession:
+		return f.errorf("isolation", "%q: want pooled or session", f.Isolation)
 	case f.Tenants != nil:
-		return f.errorf("tenants", "tenants are not supported by this version of Terrarium")
+		return f.errorf("tenants", "tenants are not set in agent files: the tenants file (terrarium serve -tenants) names each tenant's agents")
 	}
 	if err := f.checkKind(); err != nil {
 		return err

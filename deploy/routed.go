@@ -25,7 +25,7 @@ func (d *Deployment) defineRouted(f *File, a *Agent) error {
 		a.Routes = append(a.Routes, rt.ID())
 	}
 	var opts []session.SessionFlowOption[routes.State]
-	for _, o := range snapshotOpts[routes.State](f, a.store) {
+	for _, o := range snapshotOpts[routes.State](f, a) {
 		opts = append(opts, o)
 	}
 	flow, err := recovered(func() *session.SessionFlow[routes.Status, routes.State] {

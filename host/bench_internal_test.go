@@ -46,11 +46,11 @@ func BenchmarkInstanceCheckout(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		inst, err := p.pool.get(ctx)
+		e, err := p.pool.get(ctx, claim{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		p.pool.put(inst, false)
+		p.pool.put(e, claim{}, false)
 	}
 }
 

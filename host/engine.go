@@ -63,6 +63,11 @@ type instance interface {
 	// whatever the cause: a trap, an exit (even with code 0), the end of ctx. The call
 	// ends with ctx, even while the guest sleeps or waits in a WASI function.
 	call(ctx context.Context, export string, input []byte) ([]byte, error)
+	// reset returns the instance to the state it was in when its first call (the
+	// describe that warms it up) returned, so that nothing later calls left in its
+	// memory reaches the next session. An engine that cannot returns an error wrapping
+	// errors.ErrUnsupported, and the pool makes a new instance instead.
+	reset(ctx context.Context) error
 	close(ctx context.Context) error
 }
 

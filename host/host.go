@@ -64,7 +64,9 @@ func (e *CallError) Error() string {
 func (e *CallError) Unwrap() error { return e.Err }
 
 // Host loads plugins and serves their models, tools and handlers through an agent
-// registry. It is safe for concurrent use.
+// registry. It is safe for concurrent use. A Host made by New may have tenant views
+// (see Tenant): hosts of their own, each with its registry, its plugins and their
+// instances, sharing the compiled modules.
 type Host struct {
 	reg       *agent.Registry
 	eng       engine
@@ -78,8 +80,23 @@ type Host struct {
 	// observe, when set, is told of every host function call (WithHostCallObserver).
 	observe func(plugin, function string)
 
+	// root is the host made by New: h itself, or the host h is a tenant view of.
+	root *Host
+	// tenant is the view's tenant, "" for a host made by New.
+	tenant  string
+	secrets map[string]string
+	admit   func(plugin string, m Manifest) error
+	gate    Gate
+
 	mu      sync.Mutex
 	plugins map[string]*Plugin
+	closed  bool
+
+	// Of the root only: the modules compiled, shared by the host and its views, and
+	// the views.
+	modMu   sync.Mutex
+	modules map[moduleKey]*sharedModule
+	views   map[string]*Host
 }
 
 // Option configures New.
@@ -131,7 +148,9 @@ func New(r *agent.Registry, opts ...Option) (*Host, error) {
 		cfg.transport = http.DefaultTransport
 	}
 	h := &Host{reg: r, log: cfg.log, transport: cfg.transport, trustedKeys: cfg.trustedKeys,
-		lenientOutputs: cfg.lenientOutputs, observe: cfg.observe, plugins: map[string]*Plugin{}}
+		lenientOutputs: cfg.lenientOutputs, observe: cfg.observe, plugins: map[string]*Plugin{},
+		modules: map[moduleKey]*sharedModule{}, views: map[string]*Host{}}
+	h.root = h
 	if !cfg.noCache {
 		dir := cfg.cacheDir
 		if dir == "" {
@@ -151,17 +170,30 @@ func New(r *agent.Registry, opts ...Option) (*Host, error) {
 	return h, nil
 }
 
-// Close unloads every plugin and closes the compilation cache.
+// Close unloads every plugin. A host made by New closes its tenant views too, then the
+// compilation cache; a view leaves the host it views open.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
-	plugins := make([]*Plugin, 0, len(h.plugins))
-	for _, p := range h.plugins {
-		plugins = append(plugins, p)
-	}
+	h.closed = true
+	plugins := slices.Collect(maps.Values(h.plugins))
 	h.mu.Unlock()
 	var errs []error
+	if h.root == h {
+		h.modMu.Lock()
+		views := slices.Collect(maps.Values(h.views))
+		h.modMu.Unlock()
+		for _, v := range views {
+			errs = append(errs, v.Close(ctx))
+		}
+	}
 	for _, p := range plugins {
 		errs = append(errs, p.Unload(ctx))
+	}
+	if h.root != h {
+		h.root.modMu.Lock()
+		delete(h.root.views, h.tenant)
+		h.root.modMu.Unlock()
+		return errors.Join(errs...)
 	}
 	if h.cache != nil {
 		errs = append(errs, h.cache.Close(ctx))
@@ -184,6 +216,7 @@ type Plugin struct {
 	sha256   string
 	size     int
 	module   module
+	release  func() // gives back the host's shared module
 	pool     *pool
 	logs     *pluginLogs
 	keys     []string // registry keys of its actions
@@ -244,23 +277,37 @@ func (h *Host) Load(ctx context.Context, wasm []byte, m Manifest) (*Plugin, erro
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*Plugin, error) {
+	if err := h.check(p); err != nil {
 		p.close(context.Background())
 		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
+	return h.finishLoad(p)
+}
+
+// check is what Load and Reload ask of a prepared plugin before it may serve: a valid
+// descriptor, the exports it promises, and a tenant view's admission.
+func (h *Host) check(p *Plugin) error {
 	if err := ValidateDescriptor(&p.desc); err != nil {
-		return fail(err)
+		return err
 	}
 	if err := p.checkExports(); err != nil {
-		return fail(err)
+		return err
 	}
-	return h.finishLoad(p)
+	if h.admit != nil {
+		return h.admit(p.desc.Name, p.manifest)
+	}
+	return nil
 }
 
 // finishLoad registers a prepared and checked plugin, which has no other version
 // loaded.
 func (h *Host) finishLoad(p *Plugin) (*Plugin, error) {
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		p.close(context.Background())
+		return nil, fmt.Errorf("host: %w: the host is closed", ErrLoad)
+	}
 	if _, dup := h.plugins[p.desc.Name]; dup {
 		h.mu.Unlock()
 		p.close(context.Background())
@@ -302,20 +349,14 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("host: %w: manifest: %w", ErrLoad, err)
 	}
-	m.Secrets = maps.Clone(m.Secrets)
-	for name, s := range m.Secrets {
-		if s.Value == "" && s.Env != "" {
-			s.Value = os.Getenv(s.Env)
-			m.Secrets[name] = s
-		}
-	}
+	m.Secrets = h.secretValues(m.Secrets)
 	p.manifest = m
 
-	mod, err := h.eng.compile(ctx, wasm, moduleConfig{memoryPages: m.MemoryPages, hostFuncs: h.hostFuncs()})
+	mod, release, err := h.compile(ctx, wasm, p.sha256, moduleConfig{memoryPages: m.MemoryPages, hostFuncs: h.root.hostFuncs()})
 	if err != nil {
 		return nil, fmt.Errorf("host: %w: compiling: %w", ErrLoad, err)
 	}
-	p.module = mod
+	p.module, p.release = mod, release
 	p.desc.Name = "(loading)"
 	p.pool = newPool(m.MaxInstances, func(ctx context.Context) (instance, error) {
 		inst, _, err := p.start(ctx)
@@ -419,7 +460,8 @@ func (p *Plugin) close(ctx context.Context) error {
 	if p.pool != nil {
 		err = p.pool.close(ctx)
 	}
-	return errors.Join(err, p.module.close(context.Background()))
+	p.release()
+	return err
 }
 
 // register puts the plugin's actions in the registry.
@@ -522,9 +564,20 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 		unlock := b.session.LockUpdates()
 		defer unlock()
 	}
+	var ran time.Duration // the guest's time, for the gate
+	if g := p.host.gate; g != nil {
+		// After the session's lock, before the instance: a call waiting for the gate
+		// holds nothing another call of its session or tenant needs.
+		leave, err := g.Enter(ctx, p.desc.Name)
+		if err != nil {
+			return nil, cerr(err)
+		}
+		defer func() { leave(ran) }()
+	}
+	c := p.claim(ctx, b)
 	wait := p.manifest.QueueTimeout.Duration
 	wctx, cancel := context.WithTimeoutCause(ctx, wait, fmt.Errorf("%w within %v", ErrNoInstance, wait))
-	inst, err := p.pool.get(wctx)
+	e, err := p.pool.get(wctx, c)
 	cancel()
 	if err != nil {
 		return nil, cerr(err)
@@ -534,11 +587,13 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	b.ctx = ctx
 	guest, endGuest := guestContext(ctx, b)
 	defer endGuest()
-	out, err := inst.call(guest, export, input)
+	start := time.Now()
+	out, err := e.inst.call(guest, export, input)
+	ran = time.Since(start)
 	b.closeHTTP()
 	var pe *pluginError
 	reported := errors.As(err, &pe)
-	p.pool.put(inst, err != nil && !reported)
+	p.pool.put(e, c, err != nil && !reported)
 	p.logs.reportDropped(p.host.log, p.desc.Name)
 	timedOut := errors.Is(context.Cause(ctx), errTimedOut)
 	switch {

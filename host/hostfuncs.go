@@ -192,7 +192,7 @@ func (h *Host) hostFuncList() []hostFunc {
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the message: %v", err)
 			}
-			b.plugin.logs.log(ctx, h.log, b, slog.Level(int64(args[0])), msg)
+			b.plugin.logs.log(ctx, b.plugin.host.log, b, slog.Level(int64(args[0])), msg)
 			return ok(nil)
 		}},
 	}

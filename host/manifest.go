@@ -37,6 +37,10 @@ type Manifest struct {
 	// QueueTimeout bounds how long a call waits for a free instance; past it the call
 	// fails with ErrNoInstance.
 	QueueTimeout Duration `json:"queueTimeout,omitzero"`
+	// Isolation says which calls one instance may serve: pooled (any call of the
+	// host or tenant view that loaded the plugin, the default) or session (one
+	// session's calls only, starting fresh).
+	Isolation Isolation `json:"isolation,omitempty"`
 	// State is the access to the session: none, read or write.
 	State plugin.StateAccess `json:"state,omitempty"`
 	// HTTP lists the hosts the plugin may call: exact names ("api.openai.com",
@@ -107,6 +111,9 @@ func (m Manifest) withDefaults() Manifest {
 	if m.State == "" {
 		m.State = plugin.StateNone
 	}
+	if m.Isolation == "" {
+		m.Isolation = IsolationPooled
+	}
 	if len(m.Secrets) > 0 {
 		secrets := make(map[string]Secret, len(m.Secrets))
 		for name, s := range m.Secrets {
@@ -139,6 +146,11 @@ func (m Manifest) validate() error {
 	case plugin.StateNone, plugin.StateRead, plugin.StateWrite:
 	default:
 		return fmt.Errorf("state access %q: want none, read or write", m.State)
+	}
+	switch m.Isolation {
+	case IsolationPooled, IsolationSession:
+	default:
+		return fmt.Errorf("isolation %q: want pooled or session", m.Isolation)
 	}
 	if m.MemoryPages > 65536 {
 		return fmt.Errorf("memoryPages %d: at most 65536 (4 GiB)", m.MemoryPages)

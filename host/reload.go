@@ -134,17 +134,14 @@ func (h *Host) Reload(ctx context.Context, wasm []byte, m Manifest) (*Plugin, er
 	if err != nil {
 		return nil, err
 	}
-	if err := ValidateDescriptor(&p.desc); err == nil {
-		err = p.checkExports()
-	}
-	if err != nil {
+	if err := h.check(p); err != nil {
 		p.close(context.Background())
 		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
 
 	h.mu.Lock()
 	old := h.plugins[p.desc.Name]
-	if old == nil {
+	if old == nil || h.closed {
 		h.mu.Unlock()
 		return h.finishLoad(p)
 	}

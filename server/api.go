@@ -44,7 +44,16 @@ func (s *Server) apiRoutes() []route {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range s.apiRoutes() {
-		mux.HandleFunc(r.method+" "+r.pattern, r.handler)
+		var h http.Handler = r.handler
+		if r.pattern != "/healthz" && r.pattern != "/readyz" {
+			h = s.authenticate(h)
+		}
+		mux.Handle(r.method+" "+r.pattern, h)
+	}
+	if s.tenants != nil {
+		for _, r := range s.adminRoutes() {
+			mux.HandleFunc(r.method+" "+r.pattern, s.adminOnly(r.handler))
+		}
 	}
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	if s.promh != nil {
@@ -61,11 +70,28 @@ func (s *Server) routes() http.Handler {
 
 // agentOf returns the agent the request's path names.
 func (s *Server) agentOf(r *http.Request) (*deploy.Agent, error) {
-	a, err := s.dep.Agent(r.PathValue("agent"))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %q", ErrAgentNotFound, r.PathValue("agent"))
+	return scopeOf(r).agent(r.PathValue("agent"))
+}
+
+// agent returns the agent named, if the scope reaches it: one it does not is not
+// found, as one that does not exist.
+func (sc *scope) agent(name string) (*deploy.Agent, error) {
+	a, err := sc.dep.Agent(name)
+	if err != nil || !sc.mayUse(a) {
+		return nil, fmt.Errorf("%w: %q", ErrAgentNotFound, name)
 	}
 	return a, nil
+}
+
+// agents returns the agents the scope reaches.
+func (sc *scope) agents() []*deploy.Agent {
+	var out []*deploy.Agent
+	for _, a := range sc.dep.Agents() {
+		if sc.mayUse(a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // AgentInfo describes a served agent.
@@ -101,9 +127,9 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	out := []AgentInfo{}
-	for _, a := range s.dep.Agents() {
+	for _, a := range scopeOf(r).agents() {
 		out = append(out, agentInfo(a))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"agents": out})

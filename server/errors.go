@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/routes"
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/store"
+	"github.com/terrarium-ai/terrarium/tenant"
 )
 
 // The server's own errors, for errors.Is.
@@ -47,6 +50,10 @@ var errorCodes = []struct {
 	code   abi.ErrorCode
 }{
 	{ErrBadJSON, http.StatusBadRequest, "invalid_json"},
+	{ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated"},
+	{tenant.ErrOverQuota, http.StatusTooManyRequests, "over_quota"},
+	{tenant.ErrUnknownTenant, http.StatusNotFound, "tenant_not_found"},
+	{tenant.ErrKeyNotFound, http.StatusNotFound, "key_not_found"},
 	{ErrTooLarge, http.StatusRequestEntityTooLarge, "body_too_large"},
 	{ErrAgentNotFound, http.StatusNotFound, "agent_not_found"},
 	{ErrSessionNotFound, http.StatusNotFound, "session_not_found"},
@@ -85,13 +92,23 @@ func classify(err error) (int, *abi.Error) {
 	return http.StatusInternalServerError, &abi.Error{Code: abi.CodeInternal, Message: err.Error()}
 }
 
-// writeError answers a request with err's status and envelope.
+// writeError answers a request with err's status and envelope, and with when to
+// retry a turn a quota refused.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body := classify(err)
+	retryAfter(w, err)
 	if status >= 500 {
 		slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 	}
 	writeJSON(w, status, body)
+}
+
+// retryAfter sets the Retry-After header of a response to a turn a quota refused.
+func retryAfter(w http.ResponseWriter, err error) {
+	var qe *tenant.QuotaError
+	if errors.As(err, &qe) {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(qe.RetryAfter.Seconds())))))
+	}
 }
 
 // writeJSON answers with v as JSON.

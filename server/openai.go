@@ -68,6 +68,7 @@ func (m ChatMessage) text() (string, error) {
 // "code"}}, with Terrarium's code.
 func openAIError(w http.ResponseWriter, r *http.Request, err error) {
 	status, e := classify(err)
+	retryAfter(w, err)
 	kind := "invalid_request_error"
 	if status >= 500 {
 		kind = "server_error"
@@ -75,9 +76,9 @@ func openAIError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{"message": e.Message, "type": kind, "code": e.Code}})
 }
 
-func (s *Server) openAIModels(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) openAIModels(w http.ResponseWriter, r *http.Request) {
 	data := []map[string]any{}
-	for _, a := range s.dep.Agents() {
+	for _, a := range scopeOf(r).agents() {
 		data = append(data, map[string]any{"id": a.Name, "object": "model", "created": 0, "owned_by": "terrarium"})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
@@ -96,7 +97,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, r, err)
 		return
 	}
-	a, err := s.dep.Agent(req.Model)
+	a, err := scopeOf(r).agent(req.Model)
 	if err != nil {
 		openAIError(w, r, fmt.Errorf("%w: no agent serves model %q (GET /v1/models lists them)", ErrAgentNotFound, req.Model))
 		return

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
 )
 
@@ -39,9 +40,28 @@ type reflection struct {
 
 // ReflectionHandler returns Genkit's reflection API over the deployment's registry.
 // runtimeID is the ID in the runtime file (see WriteRuntimeFile); health checks naming
-// another ID fail, as Genkit's runtimes do.
+// another ID fail, as Genkit's runtimes do. On a multi-tenant server every request
+// needs an API key not narrowed to agents (the reflection API runs any action), and
+// sees its tenant's registry only.
 func (s *Server) ReflectionHandler(runtimeID string) http.Handler {
-	rf := &reflection{reg: s.dep.Registry(), id: runtimeID}
+	if s.tenants == nil {
+		return reflectionMux(&reflection{reg: s.dep.Registry(), id: runtimeID})
+	}
+	byTenant := map[string]http.Handler{}
+	for id, t := range s.tenants {
+		byTenant[id] = reflectionMux(&reflection{reg: t.Deployment.Registry(), id: runtimeID})
+	}
+	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sc := scopeOf(r)
+		if len(sc.key.Agents) > 0 {
+			writeJSON(w, http.StatusForbidden, &abi.Error{Code: "forbidden", Message: "the reflection API needs a key not narrowed to agents"})
+			return
+		}
+		byTenant[sc.tenant].ServeHTTP(w, r)
+	}))
+}
+
+func reflectionMux(rf *reflection) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/__health", rf.health)
 	mux.HandleFunc("GET /api/actions", rf.actions)

@@ -21,7 +21,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		t.Errorf("openapi %q, want 3.1.0", doc.OpenAPI)
 	}
 	routed := []string{"GET /openapi.json", "GET /metrics"}
-	for _, r := range (&Server{}).apiRoutes() {
+	for _, r := range append((&Server{}).apiRoutes(), (&Server{}).adminRoutes()...) {
 		routed = append(routed, r.method+" "+r.pattern)
 	}
 	var documented []string

@@ -12,6 +12,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/terrarium-ai/terrarium/deploy"
+	"github.com/terrarium-ai/terrarium/tenant"
 )
 
 // Defaults of the options.
@@ -44,6 +46,12 @@ type Server struct {
 	handler  http.Handler
 	stop     context.CancelFunc
 	janitor  chan struct{}
+
+	// Of a multi-tenant server (WithTenants): the tenants by ID, their keys, the
+	// admin key (nil: no admin API).
+	tenants map[string]*Tenant
+	keys    *tenant.Keys
+	admin   *tenant.AdminKey
 
 	draining atomic.Bool
 	sockets  sync.WaitGroup // WebSocket connections being served
@@ -101,7 +109,8 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
-// New returns a server for a deployment. Call Shutdown to stop it.
+// New returns a server for a deployment (nil with WithTenants, which gives the
+// tenants' deployments instead). Call Shutdown to stop it.
 func New(d *deploy.Deployment, opts ...Option) (*Server, error) {
 	s := &Server{dep: d, maxBody: DefaultMaxBodyBytes, idle: DefaultIdleTimeout, log: slog.Default()}
 	for _, o := range opts {
@@ -116,9 +125,20 @@ func New(d *deploy.Deployment, opts ...Option) (*Server, error) {
 		}
 		s.metrics = m
 	}
+	if (d == nil) == (s.tenants == nil) {
+		return nil, errors.New("server: New: give a deployment, or tenants (WithTenants), not both")
+	}
 	base, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.sessions = newSessions(base, s.metrics)
+	for _, t := range s.tenants {
+		if t.Limiter == nil {
+			continue
+		}
+		for _, a := range t.Deployment.Agents() {
+			s.sessions.limits[a] = t.Limiter
+		}
+	}
 	s.handler = s.routes()
 	s.janitor = make(chan struct{})
 	go s.closeIdle(base)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/deploy"
+	"github.com/terrarium-ai/terrarium/tenant"
 )
 
 // live is a session open on this server: one connection to its agent's flow, which
@@ -22,6 +23,8 @@ type live struct {
 
 	mu       sync.Mutex
 	running  bool
+	endTurn  func()    // gives the running turn's place back to its tenant's quota
+	leave    func()    // gives the session's place back to its tenant's quota, once
 	attached int       // WebSocket connections holding it open
 	idle     time.Time // when its last turn ended
 	// head is the snapshot the connection's state was last saved to or resumed from,
@@ -30,12 +33,20 @@ type live struct {
 	head string
 }
 
-type sessionKey struct{ agent, id string }
+// sessionKey names an open session. Its agent is the agent itself, not its name:
+// tenants' agents of one name are not one agent.
+type sessionKey struct {
+	agent *deploy.Agent
+	id    string
+}
 
 // sessions holds the sessions open on this server.
 type sessions struct {
 	base    context.Context // the server's: connections outlive the requests that open them
 	metrics *metrics
+	// limits are the quotas of the turns of tenants' agents; an agent without one has
+	// none.
+	limits map[*deploy.Agent]*tenant.Limiter
 
 	mu       sync.Mutex
 	open     map[sessionKey]*live
@@ -44,7 +55,7 @@ type sessions struct {
 }
 
 func newSessions(base context.Context, m *metrics) *sessions {
-	return &sessions{base: base, metrics: m, open: map[sessionKey]*live{}}
+	return &sessions{base: base, metrics: m, open: map[sessionKey]*live{}, limits: map[*deploy.Agent]*tenant.Limiter{}}
 }
 
 // initIDs are the IDs an init names, read before connecting.
@@ -68,7 +79,7 @@ func (s *sessions) start(a *deploy.Agent, init json.RawMessage) (*live, error) {
 		return nil, ErrShuttingDown
 	}
 	if ids.SessionID != "" && ids.SnapshotID == "" {
-		if l := s.open[sessionKey{a.Name, ids.SessionID}]; l != nil {
+		if l := s.open[sessionKey{a, ids.SessionID}]; l != nil {
 			return l, nil
 		}
 	}
@@ -76,7 +87,7 @@ func (s *sessions) start(a *deploy.Agent, init json.RawMessage) (*live, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.open[sessionKey{a.Name, l.id}] != nil {
+	if s.open[sessionKey{a, l.id}] != nil {
 		l.close()
 		return nil, fmt.Errorf("%w: session %s: close it first, or resume it by its session ID", ErrSessionOpen, l.id)
 	}
@@ -90,7 +101,7 @@ func (s *sessions) start(a *deploy.Agent, init json.RawMessage) (*live, error) {
 // would conflict, so it is closed and the session reopened from the store's head).
 // The store is read without holding s.mu, which every request takes.
 func (s *sessions) get(ctx context.Context, a *deploy.Agent, id string) (*live, error) {
-	key := sessionKey{a.Name, id}
+	key := sessionKey{a, id}
 	s.mu.Lock()
 	draining, l := s.draining, s.open[key]
 	s.mu.Unlock()
@@ -160,22 +171,30 @@ func (l *live) stale(head string) bool {
 func (s *sessions) peek(a *deploy.Agent, id string) *live {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.open[sessionKey{a.Name, id}]
+	return s.open[sessionKey{a, id}]
 }
 
 func (s *sessions) connect(a *deploy.Agent, init json.RawMessage) (*live, error) {
+	leave := func() {}
+	if q := s.limits[a]; q != nil {
+		var err error
+		if leave, err = q.OpenSession(); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithCancelCause(s.base)
 	conn, err := a.Flow().ConnectAny(ctx, init)
 	if err != nil {
 		cancel(nil)
+		leave()
 		return nil, err
 	}
-	return &live{agent: a, id: conn.SessionID(), conn: conn, ctx: ctx, cancel: cancel, idle: time.Now()}, nil
+	return &live{agent: a, id: conn.SessionID(), conn: conn, ctx: ctx, cancel: cancel, idle: time.Now(), leave: leave}, nil
 }
 
 // add registers an open session; the caller holds s.mu.
 func (s *sessions) add(l *live) {
-	s.open[sessionKey{l.agent.Name, l.id}] = l
+	s.open[sessionKey{l.agent, l.id}] = l
 	s.metrics.liveSessions.Add(s.base, 1)
 }
 
@@ -188,10 +207,11 @@ func (s *sessions) remove(l *live) {
 
 // removeLocked is remove for a caller holding s.mu.
 func (s *sessions) removeLocked(l *live) {
-	k := sessionKey{l.agent.Name, l.id}
+	k := sessionKey{l.agent, l.id}
 	if s.open[k] == l {
 		delete(s.open, k)
 		s.metrics.liveSessions.Add(s.base, -1)
+		l.leave()
 	}
 }
 
@@ -206,7 +226,7 @@ func (s *sessions) turn(l *live, in *session.SessionFlowInput, emit func(*sessio
 }
 
 // claim marks the session as running a turn, or fails with ErrSessionBusy (or
-// ErrShuttingDown). run must follow.
+// ErrShuttingDown, or its tenant's *tenant.QuotaError). run must follow.
 func (s *sessions) claim(l *live) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -217,6 +237,14 @@ func (s *sessions) claim(l *live) error {
 	defer l.mu.Unlock()
 	if l.running {
 		return fmt.Errorf("%w: session %s", ErrSessionBusy, l.id)
+	}
+	l.endTurn = func() {}
+	if q := s.limits[l.agent]; q != nil {
+		done, err := q.StartTurn()
+		if err != nil {
+			return err
+		}
+		l.endTurn = done
 	}
 	l.running = true
 	s.turns.Add(1)
@@ -248,6 +276,7 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 	s.metrics.turn(s.base, l.agent.Name, start, err)
 	l.mu.Lock()
 	l.running, l.idle = false, time.Now()
+	l.endTurn()
 	l.mu.Unlock()
 	s.turns.Done()
 	if last != nil && listening {
@@ -324,6 +353,7 @@ func (l *live) close() error {
 	l.conn.Close()
 	_, err := l.conn.Output()
 	l.cancel(nil)
+	l.leave()
 	return err
 }
 
@@ -333,7 +363,7 @@ func (s *sessions) list(a *deploy.Agent) map[string]bool {
 	defer s.mu.Unlock()
 	out := map[string]bool{}
 	for k, l := range s.open {
-		if k.agent == a.Name {
+		if k.agent == a {
 			l.mu.Lock()
 			out[k.id] = l.running
 			l.mu.Unlock()

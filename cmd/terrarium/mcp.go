@@ -30,6 +30,8 @@ const mcpPath = "/mcp"
 func mcpServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	addr := fs.String("http", "", "serve streamable HTTP at `host:port` (path "+mcpPath+") instead of stdio")
+	tenants := fs.String("tenants", "", "with --http, serve each tenant of this `file` its plugins' tools, behind its API keys")
+	data := fs.String("data", "terrarium-data", "with --tenants, the data directory of terrarium serve, whose keys.json holds the API keys")
 	var patterns multiFlag
 	fs.Var(&patterns, "tool", "serve only the tools matching this `pattern`, e.g. calculator/calc or clock/* (repeatable)")
 	fs.Usage = func() {
@@ -54,6 +56,23 @@ plugins: each <name>.wasm with the manifest <name>.json beside it, if any (the J
 		return exitFailed
 	}
 
+	if *tenants != "" {
+		if *addr == "" {
+			return fail(errors.New("--tenants needs --http: over stdio the client is the process that started the server"))
+		}
+		h, closeAll, err := tenantMCP(ctx, dir, *tenants, *data, patterns, log)
+		defer closeAll()
+		if err != nil {
+			return fail(err)
+		}
+		err = serveHTTP(ctx, *addr, h, func(url string) {
+			fmt.Fprintf(stderr, "serving the tools of each tenant's plugins over streamable HTTP at %s, behind API keys\n", url)
+		})
+		if err != nil && ctx.Err() == nil {
+			return fail(err)
+		}
+		return exitOK
+	}
 	tools, closeTools, err := loadTools(ctx, dir, log)
 	if err != nil {
 		return fail(err)
@@ -98,15 +117,7 @@ func loadTools(ctx context.Context, dir string, log *slog.Logger) ([]agent.Tool,
 		if err != nil {
 			return nil, nil, err
 		}
-		var plugins []*host.Plugin
-		for _, a := range d.Agents() {
-			for _, name := range a.Plugins {
-				if p := d.Host().Plugin(name); p != nil && !slices.Contains(plugins, p) {
-					plugins = append(plugins, p)
-				}
-			}
-		}
-		return pluginTools(d.Registry(), plugins), func() { d.Close(context.Background()) }, nil
+		return deploymentTools(d), func() { d.Close(context.Background()) }, nil
 	}
 
 	r := agent.NewRegistry()
@@ -123,6 +134,20 @@ func loadTools(ctx context.Context, dir string, log *slog.Logger) ([]agent.Tool,
 		return nil, nil, err
 	}
 	return pluginTools(r, plugins), func() { h.Close(context.Background()) }, nil
+}
+
+// deploymentTools returns the tools of the plugins a deployment's agents load, sorted
+// by name.
+func deploymentTools(d *deploy.Deployment) []agent.Tool {
+	var plugins []*host.Plugin
+	for _, a := range d.Agents() {
+		for _, name := range a.Plugins {
+			if p := d.Host().Plugin(name); p != nil && !slices.Contains(plugins, p) {
+				plugins = append(plugins, p)
+			}
+		}
+	}
+	return pluginTools(d.Registry(), plugins)
 }
 
 // pluginTools returns the tools of plugins, registered in r, sorted by name.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ type serveFlags struct {
 	dev               bool
 	maxBody           int64
 	idle, shutdown    time.Duration
+	tenants           string
 	trusted           trustedKeys
 }
 
@@ -35,6 +37,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&f.addr, "addr", "localhost:8080", "listen on this address")
 	fs.StringVar(&f.data, "data", "terrarium-data", "keep snapshots in a Badger database in this directory")
 	fs.StringVar(&f.store, "store", "", "keep snapshots in this PostgreSQL database (postgres://...), shared with every host given the same: agents keep their sessions there unless their file names another store")
+	fs.StringVar(&f.tenants, "tenants", "", "serve the tenants of this file, each its agents behind API keys (kept in the data directory); the admin API's key is $"+adminKeyEnv)
 	fs.BoolVar(&f.dev, "dev", false, "development mode: serve Genkit's reflection API on -reflection-addr and announce it in .genkit/runtimes")
 	fs.StringVar(&f.reflectionAddr, "reflection-addr", "127.0.0.1:3100", "the reflection API's address, with -dev")
 	fs.StringVar(&f.genkitDir, "genkit-dir", ".", "with -dev, the project directory whose .genkit/runtimes Genkit's tools read")
@@ -92,19 +95,37 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	opts := []deploy.Option{deploy.WithDataDir(f.data), deploy.WithLogger(log), deploy.WithMeterProvider(mp),
-		deploy.WithHostOptions(host.WithTrustedKeys(f.trusted...))}
-	if f.store != "" {
-		opts = append(opts, deploy.WithPostgres(f.store))
+	var d *deploy.Deployment
+	var agents []*deploy.Agent
+	opts := []server.Option{server.WithLogger(log), server.WithMetrics(mp, metrics),
+		server.WithMaxBodyBytes(f.maxBody), server.WithIdleTimeout(f.idle)}
+	if f.tenants == "" {
+		dopts := []deploy.Option{deploy.WithDataDir(f.data), deploy.WithLogger(log), deploy.WithMeterProvider(mp),
+			deploy.WithHostOptions(host.WithTrustedKeys(f.trusted...))}
+		if f.store != "" {
+			dopts = append(dopts, deploy.WithPostgres(f.store))
+		}
+		d, err = deploy.New(ctx, files, dopts...)
+		if err != nil {
+			return err
+		}
+		// Closing the deployment last closes its stores, after every session's last snapshot.
+		defer d.Close(context.Background())
+		agents = d.Agents()
+	} else {
+		t, err := deployTenants(ctx, files, f, log, mp)
+		// Closing the tenants last closes their store, after every session's last snapshot.
+		defer t.close()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, server.WithTenants(t.keys, t.admin, t.tenants...))
+		for _, tn := range t.tenants {
+			agents = append(agents, tn.Deployment.Agents()...)
+		}
+		fmt.Fprintf(stdout, "serving %d tenants; make their API keys with the admin API (docs/serving.md)\n", len(t.tenants))
 	}
-	d, err := deploy.New(ctx, files, opts...)
-	if err != nil {
-		return err
-	}
-	// Closing the deployment last closes its stores, after every session's last snapshot.
-	defer d.Close(context.Background())
-	srv, err := server.New(d, server.WithLogger(log), server.WithMetrics(mp, metrics),
-		server.WithMaxBodyBytes(f.maxBody), server.WithIdleTimeout(f.idle))
+	srv, err := server.New(d, opts...)
 	if err != nil {
 		return err
 	}
@@ -136,8 +157,10 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 	}
 	url := "http://" + ln.Addr().String()
 	var names []string
-	for _, a := range d.Agents() {
-		names = append(names, a.Name)
+	for _, a := range agents {
+		if !slices.Contains(names, a.Name) {
+			names = append(names, a.Name)
+		}
 	}
 	fmt.Fprintf(stdout, "serving %d agents (%s) on %s\n", len(names), strings.Join(names, ", "), url)
 	fmt.Fprintf(stdout, "open %s/ to chat, or run: terrarium chat %s\n", url, url)

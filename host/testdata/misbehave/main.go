@@ -2,7 +2,8 @@
 // the SDK, that misbehaves on purpose.
 //
 // Without a "mode" config value it offers one tool per fault the host must survive
-// (ok, panic, loop, oom, badjson, huge, error, sleep, poll, exit, logflood) and a model,
+// (ok, panic, loop, oom, badjson, huge, error, sleep, poll, exit, logflood), a tool that
+// keeps one caller's input in a global variable for the next (remember), and a model,
 // streamer, that streams until the host refuses a chunk, and forger, which answers
 // with a user's message. With a mode it misbehaves in
 // that one way, each a failure kind the conformance suite must report (abi, dupnames,
@@ -130,7 +131,12 @@ func mode() string { return config("mode") }
 func info(text string) { logLine(0, block([]byte(text))) }
 
 // faultTools are the tools of the default mode.
-var faultTools = []string{"ok", "panic", "loop", "oom", "badjson", "huge", "error", "sleep", "poll", "exit", "logflood"}
+var faultTools = []string{"ok", "panic", "loop", "oom", "badjson", "huge", "error", "sleep", "poll", "exit", "logflood", "remember"}
+
+// remembered is what the remember tool was given last, by whichever caller: the
+// plugin memory that must never carry one tenant's (or, under session isolation, one
+// session's) data to another.
+var remembered string
 
 var intInput = map[string]any{
 	"type":                 "object",
@@ -278,6 +284,10 @@ func faultTool(name string, input map[string]any) int32 {
 		return outputRaw([]byte(`{"output":"polled"}`))
 	case "exit":
 		os.Exit(0)
+	case "remember":
+		previous := remembered
+		remembered, _ = input["text"].(string)
+		return output(map[string]any{"output": previous})
 	case "logflood":
 		text, _ := input["text"].(string)
 		for range int(number("lines", 1)) {

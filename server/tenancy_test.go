@@ -1,0 +1,426 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/deploy"
+	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/server"
+	"github.com/terrarium-ai/terrarium/store"
+	"github.com/terrarium-ai/terrarium/tenant"
+)
+
+const adminKey = "admin-0123456789abcdef0123456789abcdef"
+
+// tenantServer is a multi-tenant server of two tenants, a and b, each with the agents
+// echo (kept in one store both share) and gate; a may run one turn at a time, b one
+// turn a minute.
+type tenantServer struct {
+	*httptest.Server
+	keys  *tenant.Keys
+	gates map[string]*gate
+	key   map[string]string // a key of each tenant
+	log   *syncBuffer
+}
+
+// syncBuffer is a buffer the server's log goes to, safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func newTenantServer(t testing.TB) *tenantServer {
+	return newTenantServerOf(t, `
+tenants:
+  - id: a
+    quotas: {concurrentTurns: 1}
+  - id: b
+    quotas: {turnsPerMinute: 1}
+`)
+}
+
+// workModel is a model that works: each answer costs about the CPU time of hashing a
+// megabyte, as a model or plugin running in-process would.
+func workModel(ctx context.Context, req *abi.GenerateRequest, _ agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+	sum := sha256.Sum256([]byte(req.Messages[len(req.Messages)-1].Text()))
+	for range 1 << 15 {
+		sum = sha256.Sum256(sum[:])
+	}
+	return &abi.GenerateResponse{Message: abi.NewModelTextMessage(hex.EncodeToString(sum[:4])), FinishReason: abi.FinishStop}, nil
+}
+
+// newTenantServerOf serves the tenants of a tenants file, each with the agents echo
+// (kept in one store they all share), gate and work (test/work, kept in memory).
+func newTenantServerOf(t testing.TB, tenantsFile string) *tenantServer {
+	t.Helper()
+	ts, err := tenant.Parse([]byte(tenantsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"echo.yaml": "name: echo\nmodel: {name: test/echo}\ntools: [askUser]\n",
+		"gate.yaml": "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
+		"work.yaml": "name: work\nmodel: {name: test/work}\nsnapshots: {store: memory}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := deploy.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := host.New(agent.NewRegistry(), host.WithLogger(quietLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := store.NewMemory()
+	keys, err := tenant.OpenKeys(filepath.Join(dir, "keys.json"), ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &tenantServer{keys: keys, gates: map[string]*gate{}, key: map[string]string{}, log: &syncBuffer{}}
+	var tenants []server.Tenant
+	for _, tn := range ts {
+		g := &gate{started: make(chan struct{}), release: make(chan struct{})}
+		limiter := tenant.NewLimiter(tn)
+		reg := testRegistry(g)
+		agent.DefineModel(reg, "test/work", nil, workModel)
+		d, err := deploy.New(t.Context(), files, deploy.WithRegistry(reg), deploy.WithStore(shared),
+			deploy.WithLogger(quietLog), deploy.WithTenant(root, tn.ID, host.TenantConfig{Admit: tn.Admission(), Gate: limiter}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close(context.Background()) })
+		tenants = append(tenants, server.Tenant{ID: tn.ID, Deployment: d, Limiter: limiter})
+		out.gates[tn.ID] = g
+		if out.key[tn.ID], _, err = keys.Create(tn.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin, err := tenant.NewAdminKey(adminKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(nil, server.WithLogger(slog.New(slog.NewTextHandler(out.log, nil))),
+		server.WithTenants(keys, admin, tenants...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Server = httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		out.Close()
+		srv.Shutdown(context.Background())
+		root.Close(context.Background())
+	})
+	return out
+}
+
+// call sends a request with key (none if "") and a JSON body, decodes the answer into
+// out when given, and returns the response.
+func (ts *tenantServer) call(t testing.TB, key, method, path string, body, out any) *http.Response {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, ts.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, data, err)
+		}
+	}
+	return resp
+}
+
+// A key of tenant b cannot read, resume, list, answer, cancel, close or abort tenant
+// a's sessions and snapshots: each is not found, as if it did not exist, and logged.
+func TestTenantCannotReachAnotherTenantsSessions(t *testing.T) {
+	ts := newTenantServer(t)
+	a, b := ts.key["a"], ts.key["b"]
+	var info server.SessionInfo
+	if resp := ts.call(t, a, "POST", "/api/agents/echo/sessions", nil, &info); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("creating a's session: %d", resp.StatusCode)
+	}
+	id := info.SessionID
+	turn := map[string]any{"text": "ask a secret question?"}
+	if resp := ts.call(t, a, "POST", "/api/agents/echo/sessions/"+id+"/turns", turn, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a's turn: %d", resp.StatusCode)
+	}
+	ts.call(t, a, "GET", "/api/agents/echo/sessions/"+id, nil, &info)
+	if info.Snapshot == nil {
+		t.Fatal("a's session has no snapshot")
+	}
+	snap := info.Snapshot.SnapshotID
+	answer := map[string]any{"resume": map[string]any{"respond": []any{
+		map[string]any{"toolResponse": map[string]any{"name": "askUser", "ref": "q1", "output": "b's answer"}}}}}
+
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/api/agents/echo/sessions/" + id, nil},
+		{"POST", "/api/agents/echo/sessions/" + id + "/turns", map[string]any{"text": "hi"}},
+		{"POST", "/api/agents/echo/sessions/" + id + "/turns", answer},
+		{"POST", "/api/agents/echo/sessions/" + id + "/cancel", nil},
+		{"GET", "/api/agents/echo/sessions/" + id + "/snapshots", nil},
+		{"GET", "/api/agents/echo/snapshots/" + snap, nil},
+		{"POST", "/api/agents/echo/snapshots/" + snap + "/abort", nil},
+		{"DELETE", "/api/agents/echo/sessions/" + id, nil},
+	} {
+		if resp := ts.call(t, b, c.method, c.path, c.body, nil); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("b: %s %s: %d, want 404", c.method, c.path, resp.StatusCode)
+		}
+	}
+	// Resuming a's session from its snapshot, as a new session of b's, finds nothing.
+	if resp := ts.call(t, b, "POST", "/api/agents/echo/sessions", map[string]any{"snapshotId": snap}, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("b resuming a's snapshot: %d, want 404", resp.StatusCode)
+	}
+	var list struct{ Sessions []server.SessionInfo }
+	ts.call(t, b, "GET", "/api/agents/echo/sessions", nil, &list)
+	if len(list.Sessions) != 0 {
+		t.Errorf("b lists %+v", list.Sessions)
+	}
+	if !strings.Contains(ts.log.String(), "request denied") || !strings.Contains(ts.log.String(), "tenant=b") {
+		t.Errorf("the denials were not logged:\n%s", ts.log)
+	}
+
+	// a's session is untouched: still interrupted, answered by a.
+	if resp := ts.call(t, a, "POST", "/api/agents/echo/sessions/"+id+"/turns", answer, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a answering its own interrupt: %d", resp.StatusCode)
+	}
+	ts.call(t, a, "GET", "/api/agents/echo/sessions", nil, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != id {
+		t.Errorf("a lists %+v", list.Sessions)
+	}
+}
+
+// Without a valid key nothing but the health checks answers; a key narrowed to some
+// agents finds no other.
+func TestTenantKeysAreRequiredAndScoped(t *testing.T) {
+	ts := newTenantServer(t)
+	for _, key := range []string{"", "nonsense", ts.key["a"] + "x", adminKey} {
+		for _, path := range []string{"/api/agents", "/v1/models", "/api/agents/echo/connect"} {
+			if resp := ts.call(t, key, "GET", path, nil, nil); resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("key %q: GET %s: %d, want 401", key, path, resp.StatusCode)
+			}
+		}
+	}
+	if resp := ts.call(t, "", "GET", "/healthz", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz without a key: %d", resp.StatusCode)
+	}
+
+	var made server.NewKey
+	if resp := ts.call(t, adminKey, "POST", "/admin/tenants/a/keys", server.KeyRequest{Agents: []string{"gate"}}, &made); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("creating a key: %d", resp.StatusCode)
+	}
+	var agents struct{ Agents []server.AgentInfo }
+	ts.call(t, made.Key, "GET", "/api/agents", nil, &agents)
+	if len(agents.Agents) != 1 || agents.Agents[0].Name != "gate" {
+		t.Errorf("a key narrowed to gate lists %+v", agents.Agents)
+	}
+	if resp := ts.call(t, made.Key, "GET", "/api/agents/echo", nil, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a key narrowed to gate reads echo: %d", resp.StatusCode)
+	}
+	chat := map[string]any{"model": "echo", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}
+	if resp := ts.call(t, made.Key, "POST", "/v1/chat/completions", chat, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a key narrowed to gate chats with echo: %d", resp.StatusCode)
+	}
+	if resp := ts.call(t, ts.key["a"], "POST", "/v1/chat/completions", chat, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a's key chats with echo: %d", resp.StatusCode)
+	}
+}
+
+// A revoked key fails at once; the admin API needs the admin key.
+func TestRevokedKeyFailsAtOnce(t *testing.T) {
+	ts := newTenantServer(t)
+	for _, key := range []string{"", ts.key["a"]} {
+		if resp := ts.call(t, key, "POST", "/admin/tenants/a/keys", nil, nil); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("creating a key with key %q: %d, want 401", key, resp.StatusCode)
+		}
+	}
+	if resp := ts.call(t, adminKey, "POST", "/admin/tenants/nobody/keys", nil, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a key of an unknown tenant: %d, want 404", resp.StatusCode)
+	}
+	var made server.NewKey
+	ts.call(t, adminKey, "POST", "/admin/tenants/b/keys", nil, &made)
+	if resp := ts.call(t, made.Key, "GET", "/api/agents", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a new key: %d", resp.StatusCode)
+	}
+	if resp := ts.call(t, adminKey, "DELETE", "/admin/keys/"+made.ID, nil, nil); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("revoking: %d", resp.StatusCode)
+	}
+	if resp := ts.call(t, made.Key, "GET", "/api/agents", nil, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a revoked key: %d, want 401", resp.StatusCode)
+	}
+	var list struct{ Keys []server.KeyInfo }
+	ts.call(t, adminKey, "GET", "/admin/tenants/b/keys", nil, &list)
+	if len(list.Keys) != 2 || list.Keys[1].ID != made.ID || list.Keys[1].Revoked == nil {
+		t.Errorf("b's keys: %+v", list.Keys)
+	}
+}
+
+// A quota refuses a turn with 429 and Retry-After, and the tenant's turns run again
+// once it has room; another tenant's turns are not refused meanwhile.
+func TestTenantQuotas(t *testing.T) {
+	ts := newTenantServer(t)
+	a, b := ts.key["a"], ts.key["b"]
+	newSession := func(key, agent string) string {
+		var info server.SessionInfo
+		if resp := ts.call(t, key, "POST", "/api/agents/"+agent+"/sessions", nil, &info); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("creating a session: %d", resp.StatusCode)
+		}
+		return info.SessionID
+	}
+	held, other := newSession(a, "gate"), newSession(a, "echo")
+	done := make(chan int)
+	go func() {
+		resp := ts.call(t, a, "POST", "/api/agents/gate/sessions/"+held+"/turns", map[string]any{"text": "wait"}, nil)
+		done <- resp.StatusCode
+	}()
+	<-ts.gates["a"].started
+	var e struct{ Code, Message string }
+	resp := ts.call(t, a, "POST", "/api/agents/echo/sessions/"+other+"/turns", map[string]any{"text": "hi"}, &e)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || e.Code != "over_quota" ||
+		!strings.Contains(e.Message, "concurrentTurns") {
+		t.Errorf("a's second turn at once: %d, Retry-After %q, %+v", resp.StatusCode, resp.Header.Get("Retry-After"), e)
+	}
+	// b is not refused while a is at its quota.
+	bs := newSession(b, "echo")
+	if resp := ts.call(t, b, "POST", "/api/agents/echo/sessions/"+bs+"/turns", map[string]any{"text": "hi"}, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("b's turn while a is at its quota: %d", resp.StatusCode)
+	}
+	ts.gates["a"].release <- struct{}{}
+	if status := <-done; status != http.StatusOK {
+		t.Errorf("a's held turn: %d", status)
+	}
+	if resp := ts.call(t, a, "POST", "/api/agents/echo/sessions/"+other+"/turns", map[string]any{"text": "hi"}, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a's turn once its first ended: %d", resp.StatusCode)
+	}
+
+	// b may start one turn a minute: its second is refused until the minute is over.
+	resp = ts.call(t, b, "POST", "/v1/chat/completions", map[string]any{"model": "echo",
+		"messages": []any{map[string]any{"role": "user", "content": "hi"}}}, nil)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != fmt.Sprint(60) {
+		t.Errorf("b's second turn in a minute: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// A WebSocket needs a key too, and opens its tenant's sessions only.
+func TestTenantWebSocket(t *testing.T) {
+	ts := newTenantServer(t)
+	url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/api/agents/echo/connect"
+	dial := func(key, query string) (*websocket.Conn, *http.Response, error) {
+		return websocket.Dial(t.Context(), url+query, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+	}
+	if _, resp, err := websocket.Dial(t.Context(), url, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without a key: %v, %v", resp, err)
+	}
+	c, _, err := dial(ts.key["a"], "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	w := &wsClient{c: c}
+	m := w.next(t)
+	if m.Type != "session" {
+		t.Fatalf("first message %+v", m)
+	}
+	if got := w.turn(t, "hello"); got != "echo: hello" {
+		t.Errorf("a's turn: %q", got)
+	}
+	// b naming a's session ID opens a session of its own, as any ID b never used
+	// does: nothing of a's is in it, and a's is untouched.
+	bc, _, err := dial(ts.key["b"], "?sessionId="+m.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.CloseNow()
+	bw := &wsClient{c: bc}
+	bw.next(t)
+	bw.turn(t, "b was here")
+	for key, want := range map[string]string{"a": "hello", "b": "b was here"} {
+		var info server.SessionInfo
+		ts.call(t, ts.key[key], "GET", "/api/agents/echo/sessions/"+m.SessionID, nil, &info)
+		if info.Snapshot == nil || len(info.Snapshot.State.Messages) != 2 || info.Snapshot.State.Messages[0].Text() != want {
+			t.Errorf("%s's session: %+v", key, info.Snapshot)
+		}
+	}
+}
+
+// A tenant at its concurrentSessions quota opens no more sessions (429), until one
+// of its sessions closes; another tenant opens sessions meanwhile.
+func TestTenantSessionQuota(t *testing.T) {
+	ts := newTenantServerOf(t, "tenants:\n  - id: a\n    quotas: {concurrentSessions: 1}\n  - id: b\n")
+	a := ts.key["a"]
+	var info server.SessionInfo
+	if resp := ts.call(t, a, "POST", "/api/agents/echo/sessions", nil, &info); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a's first session: %d", resp.StatusCode)
+	}
+	var e struct{ Code, Message string }
+	resp := ts.call(t, a, "POST", "/api/agents/gate/sessions", nil, &e)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(e.Message, "concurrentSessions") {
+		t.Errorf("a's second session: %d, Retry-After %q, %+v", resp.StatusCode, resp.Header.Get("Retry-After"), e)
+	}
+	if resp := ts.call(t, ts.key["b"], "POST", "/api/agents/echo/sessions", nil, nil); resp.StatusCode != http.StatusCreated {
+		t.Errorf("b's session while a is at its quota: %d", resp.StatusCode)
+	}
+	if resp := ts.call(t, a, "DELETE", "/api/agents/echo/sessions/"+info.SessionID, nil, nil); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("closing a's session: %d", resp.StatusCode)
+	}
+	if resp := ts.call(t, a, "POST", "/api/agents/gate/sessions", nil, nil); resp.StatusCode != http.StatusCreated {
+		t.Errorf("a's session once its first closed: %d", resp.StatusCode)
+	}
+	// The closed session is kept, and reopens on its next turn only within the quota.
+	resp = ts.call(t, a, "POST", "/api/agents/echo/sessions/"+info.SessionID+"/turns", map[string]any{"text": "hi"}, nil)
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("reopening a kept session beyond the quota: %d", resp.StatusCode)
+	}
+}
