@@ -202,6 +202,13 @@ func TestTenantAdmitRefuses(t *testing.T) {
 	if _, err := v.Load(context.Background(), wasm(t, "testdata/misbehave"), host.Manifest{}); !errors.Is(err, host.ErrLoad) {
 		t.Errorf("a plugin not the tenant's: %v", err)
 	}
+	// A reload is admitted as a load is: it cannot raise the grants past the ceiling.
+	if _, err := v.Reload(context.Background(), wasm(t, "testdata/hostcheck"), host.Manifest{State: plugin.StateWrite}); !errors.As(err, &ce) {
+		t.Errorf("reload beyond the ceiling: %v", err)
+	}
+	if p := v.Plugin("hostcheck"); p == nil || p.Manifest().State != plugin.StateRead {
+		t.Error("a refused reload replaced the admitted version")
+	}
 }
 
 // gate records what it admits and refuses once told to.
