@@ -654,21 +654,14 @@ func (d *Deployment) Agents() []*Agent {
 }
 
 // StoredBytes returns what the agents' sessions take in their stores: the Bytes of
-// store.Stats over their namespaces. It may read every key of them (see the store's
+// store.Stats over their namespaces, one per agent. It may read every key of them (see the store's
 // Stats), so it is for measuring now and then, not for every request.
 func (d *Deployment) StoredBytes(ctx context.Context) (int64, error) {
-	type place struct {
-		st store.Store
-		ns string
-	}
-	seen := map[place]bool{}
 	var total int64
-	for _, a := range d.Agents() {
-		p := place{a.store, a.namespace}
-		if a.store == nil || seen[p] {
+	for _, a := range d.agents {
+		if a.store == nil {
 			continue
 		}
-		seen[p] = true
 		st, err := a.store.Stats(ctx, a.namespace)
 		if err != nil {
 			return 0, fmt.Errorf("deploy: agent %s: stored bytes: %w", a.Name, err)
