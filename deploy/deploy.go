@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/prompt"
 	"github.com/terrarium-ai/terrarium/agent/session"
@@ -54,6 +55,7 @@ type Deployment struct {
 	agents    map[string]*Agent
 	plugins   map[string]*loadedPlugin // by resolved path
 	meter     *meters
+	usage     func(context.Context, *abi.GenerationUsage) // nil without WithUsage
 	// defined lists the registry keys the deployment defined (agents, their snapshot
 	// actions, prompts, built-in tools), which Close removes.
 	defined []string
@@ -78,6 +80,7 @@ type config struct {
 	log      *slog.Logger
 	hostOpts []host.Option
 	meter    metric.MeterProvider
+	usage    func(context.Context, *abi.GenerationUsage)
 
 	root     *host.Host // with WithTenant
 	tenant   string
@@ -176,6 +179,16 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	})
 }
 
+// WithUsage hands what each of the agents' model calls used, as its model reported
+// it, to record (a tenant.Limiter's CountUsage, to bound its tenant's tokens a day).
+// A call whose model reports no usage is not recorded.
+func WithUsage(record func(context.Context, *abi.GenerationUsage)) Option {
+	return optionFunc(func(c *config) error {
+		c.usage = record
+		return nil
+	})
+}
+
 // New builds a deployment from agent files: it loads (building first, where a path is
 // a Go plugin's directory) every plugin the files name, with their grants, checks that
 // every model, tool and handler they name exists, and defines one agent per file.
@@ -215,7 +228,7 @@ func New(ctx context.Context, files []*File, opts ...Option) (*Deployment, error
 		return nil, fmt.Errorf("deploy: metrics: %w", err)
 	}
 	d := &Deployment{reg: cfg.reg, host: h, tenant: cfg.tenant, log: cfg.log, memory: store.NewMemory(),
-		agents: map[string]*Agent{}, plugins: map[string]*loadedPlugin{}, meter: m}
+		agents: map[string]*Agent{}, plugins: map[string]*loadedPlugin{}, meter: m, usage: cfg.usage}
 	if err := d.build(ctx, files, cfg); err != nil {
 		d.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -424,6 +437,9 @@ func (d *Deployment) define(f *File, kind string) (*Agent, error) {
 // config, retries and backups, the metrics.
 func (d *Deployment) generateOpts(f *File) []agent.CommonOption {
 	common := []agent.CommonOption{agent.WithMiddleware(d.meter.middleware(d.pluginOf))}
+	if d.usage != nil {
+		common = append(common, agent.WithMiddleware(recordUsage(d.usage)))
+	}
 	if f.Model.Name != "" {
 		common = append(common, agent.WithModelName(f.Model.Name))
 	}
@@ -635,6 +651,24 @@ func (d *Deployment) Agents() []*Agent {
 		out = append(out, d.agents[name])
 	}
 	return out
+}
+
+// StoredBytes returns what the agents' sessions take in their stores: the Bytes of
+// store.Stats over their namespaces, one per agent. It may read every key of them (see the store's
+// Stats), so it is for measuring now and then, not for every request.
+func (d *Deployment) StoredBytes(ctx context.Context) (int64, error) {
+	var total int64
+	for _, a := range d.agents {
+		if a.store == nil {
+			continue
+		}
+		st, err := a.store.Stats(ctx, a.namespace)
+		if err != nil {
+			return 0, fmt.Errorf("deploy: agent %s: stored bytes: %w", a.Name, err)
+		}
+		total += st.Bytes
+	}
+	return total, nil
 }
 
 // Agent returns the agent named name, or an error wrapping agent.ErrNotFound.

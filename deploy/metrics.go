@@ -88,6 +88,21 @@ func (m *meters) middleware(pluginOf func(string) string) agent.Middleware {
 	}
 }
 
+// recordUsage hands the usage of every model call that reports one to record.
+func recordUsage(record func(context.Context, *abi.GenerationUsage)) agent.Middleware {
+	return agent.Middleware{
+		Model: func(_ agent.Model, next agent.ModelFunc) agent.ModelFunc {
+			return func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+				resp, err := next(ctx, req, cb)
+				if resp != nil && resp.Usage != nil {
+					record(ctx, resp.Usage)
+				}
+				return resp, err
+			}
+		},
+	}
+}
+
 // handler counts the calls of a plugin's handler.
 func (m *meters) handler(h agent.Handler, plugin string) agent.Handler {
 	if plugin == "" {

@@ -103,10 +103,11 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, body)
 }
 
-// retryAfter sets the Retry-After header of a response to a turn a quota refused.
+// retryAfter sets the Retry-After header of a response to a turn a quota refused,
+// unless waiting will not help (stored bytes).
 func retryAfter(w http.ResponseWriter, err error) {
 	var qe *tenant.QuotaError
-	if errors.As(err, &qe) {
+	if errors.As(err, &qe) && qe.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(qe.RetryAfter.Seconds())))))
 	}
 }

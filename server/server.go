@@ -130,11 +130,12 @@ func New(d *deploy.Deployment, opts ...Option) (*Server, error) {
 	}
 	base, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	s.sessions = newSessions(base, s.metrics)
+	s.sessions = newSessions(base, s.metrics, s.log)
 	for _, t := range s.tenants {
 		if t.Limiter == nil {
 			continue
 		}
+		t.Limiter.SetStorage(t.Deployment.StoredBytes)
 		for _, a := range t.Deployment.Agents() {
 			s.sessions.limits[a] = t.Limiter
 		}

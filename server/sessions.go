@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -44,6 +45,7 @@ type sessionKey struct {
 type sessions struct {
 	base    context.Context // the server's: connections outlive the requests that open them
 	metrics *metrics
+	log     *slog.Logger
 	// limits are the quotas of the turns of tenants' agents; an agent without one has
 	// none.
 	limits map[*deploy.Agent]*tenant.Limiter
@@ -54,8 +56,8 @@ type sessions struct {
 	turns    sync.WaitGroup // turns running
 }
 
-func newSessions(base context.Context, m *metrics) *sessions {
-	return &sessions{base: base, metrics: m, open: map[sessionKey]*live{}, limits: map[*deploy.Agent]*tenant.Limiter{}}
+func newSessions(base context.Context, m *metrics, log *slog.Logger) *sessions {
+	return &sessions{base: base, metrics: m, log: log, open: map[sessionKey]*live{}, limits: map[*deploy.Agent]*tenant.Limiter{}}
 }
 
 // initIDs are the IDs an init names, read before connecting.
@@ -276,8 +278,16 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 	s.metrics.turn(s.base, l.agent.Name, start, err)
 	l.mu.Lock()
 	l.running, l.idle = false, time.Now()
-	l.endTurn()
+	endTurn := l.endTurn
 	l.mu.Unlock()
+	endTurn()
+	if q := s.limits[l.agent]; q != nil {
+		// Measured before the client hears the turn ended, so that its next turn is
+		// admitted by what this one stored.
+		if err := q.MeasureStorage(s.base); err != nil {
+			s.log.WarnContext(s.base, "stored bytes not measured: the storedBytes quota goes by the last measure", "error", err)
+		}
+	}
 	s.turns.Done()
 	if last != nil && listening {
 		emit(last)

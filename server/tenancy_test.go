@@ -70,13 +70,14 @@ tenants:
 }
 
 // workModel is a model that works: each answer costs about the CPU time of hashing a
-// megabyte, as a model or plugin running in-process would.
+// megabyte, as a model or plugin running in-process would, and 100 tokens.
 func workModel(ctx context.Context, req *abi.GenerateRequest, _ agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
 	sum := sha256.Sum256([]byte(req.Messages[len(req.Messages)-1].Text()))
 	for range 1 << 15 {
 		sum = sha256.Sum256(sum[:])
 	}
-	return &abi.GenerateResponse{Message: abi.NewModelTextMessage(hex.EncodeToString(sum[:4])), FinishReason: abi.FinishStop}, nil
+	return &abi.GenerateResponse{Message: abi.NewModelTextMessage(hex.EncodeToString(sum[:4])), FinishReason: abi.FinishStop,
+		Usage: &abi.GenerationUsage{InputTokens: 60, OutputTokens: 40}}, nil
 }
 
 // newTenantServerOf serves the tenants of a tenants file, each with the agents echo
@@ -118,7 +119,7 @@ func newTenantServerOf(t testing.TB, tenantsFile string) *tenantServer {
 		reg := testRegistry(g)
 		agent.DefineModel(reg, "test/work", nil, workModel)
 		d, err := deploy.New(t.Context(), files, deploy.WithRegistry(reg), deploy.WithStore(shared),
-			deploy.WithLogger(quietLog), deploy.WithTenant(root, tn.ID, host.TenantConfig{Admit: tn.Admission(), Gate: limiter}))
+			deploy.WithLogger(quietLog), deploy.WithUsage(limiter.CountUsage), deploy.WithTenant(root, tn.ID, host.TenantConfig{Admit: tn.Admission(), Gate: limiter}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/host"
 )
 
@@ -16,14 +18,18 @@ import (
 // trying again may succeed.
 type QuotaError struct {
 	Tenant     string
-	Quota      string // "concurrentTurns", "concurrentSessions", "turnsPerMinute"
+	Quota      string // the Quotas field's key: "concurrentTurns", "modelTokensPerDay", …
 	Limit      float64
-	RetryAfter time.Duration
+	RetryAfter time.Duration // 0 when waiting will not help: the operator must act
 }
 
 // Error implements error.
 func (e *QuotaError) Error() string {
-	return fmt.Sprintf("tenant %s: %s quota of %g reached: retry after %v", e.Tenant, e.Quota, e.Limit, e.RetryAfter)
+	limit := strconv.FormatFloat(e.Limit, 'f', -1, 64)
+	if e.RetryAfter == 0 {
+		return fmt.Sprintf("tenant %s: %s quota of %s reached: waiting will not free it, ask the operator", e.Tenant, e.Quota, limit)
+	}
+	return fmt.Sprintf("tenant %s: %s quota of %s reached: retry after %v", e.Tenant, e.Quota, limit, e.RetryAfter)
 }
 
 // Unwrap returns ErrOverQuota.
@@ -40,7 +46,18 @@ type Limiter struct {
 	rate    *rate.Limiter // nil without the quota
 	plugin  *rate.Limiter // plugin time, in milliseconds; nil without the quota
 	now     func() time.Time
+
+	mu        sync.Mutex
+	tokens    window                               // model tokens of the last day
+	measure   func(context.Context) (int64, error) // the tenant's stored bytes; nil until SetStorage
+	measuring bool
+	measured  time.Time // when stored was measured; zero before
+	stored    int64
 }
+
+// storageEvery is how often, at most, a tenant's stored bytes are measured: a
+// measure may read every key the tenant has stored.
+const storageEvery = 30 * time.Second
 
 // NewLimiter returns the limiter of a tenant's quotas.
 func NewLimiter(t *Tenant) *Limiter {
@@ -103,8 +120,11 @@ func (l *Limiter) OpenSession() (close func(), err error) {
 }
 
 // StartTurn admits a turn, or refuses it with a *QuotaError; an admitted turn calls
-// done when it ends. A turn refused for the rate does not count against it.
+// done when it ends. A refused turn counts against no quota.
 func (l *Limiter) StartTurn() (done func(), err error) {
+	if err := l.checkUsed(); err != nil {
+		return nil, err
+	}
 	if l.running != nil {
 		select {
 		case l.running <- struct{}{}:
@@ -130,4 +150,121 @@ func (l *Limiter) StartTurn() (done func(), err error) {
 		}
 	}
 	return release, nil
+}
+
+// checkUsed refuses a turn when the tenant's model tokens of the day, or its stored
+// bytes, are all used.
+func (l *Limiter) checkUsed() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if limit := l.q.ModelTokensPerDay; limit > 0 {
+		if wait := l.tokens.wait(l.now(), limit); wait > 0 {
+			return &QuotaError{Tenant: l.tenant, Quota: "modelTokensPerDay", Limit: float64(limit),
+				RetryAfter: time.Duration(math.Ceil(wait.Seconds())) * time.Second}
+		}
+	}
+	if limit := l.q.StoredBytes; limit > 0 && l.stored >= limit {
+		// Stored sessions do not shrink with time.
+		return &QuotaError{Tenant: l.tenant, Quota: "storedBytes", Limit: float64(limit)}
+	}
+	return nil
+}
+
+// CountUsage counts what a model call of the tenant's used against its tokens of the
+// day (deploy.WithUsage hands it each call's usage): input and output tokens, or the
+// total where a model reports only that.
+func (l *Limiter) CountUsage(_ context.Context, u *abi.GenerationUsage) {
+	n := int64(u.InputTokens) + int64(u.OutputTokens)
+	if n == 0 {
+		n = int64(u.TotalTokens)
+	}
+	if n <= 0 || l.q.ModelTokensPerDay == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tokens.add(l.now(), n)
+}
+
+// SetStorage gives the limiter what measures the tenant's stored bytes (its
+// deployment's StoredBytes); without it, the StoredBytes quota is not enforced.
+func (l *Limiter) SetStorage(measure func(context.Context) (int64, error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.measure = measure
+}
+
+// MeasureStorage measures the tenant's stored bytes, which the turns after it are
+// admitted by, unless they were measured less than storageEvery ago or are being
+// measured now. Call it as a turn ends, holding no lock: it reads the store.
+func (l *Limiter) MeasureStorage(ctx context.Context) error {
+	l.mu.Lock()
+	now := l.now()
+	if l.q.StoredBytes == 0 || l.measure == nil || l.measuring || (!l.measured.IsZero() && now.Sub(l.measured) < storageEvery) {
+		l.mu.Unlock()
+		return nil
+	}
+	l.measuring = true
+	measure := l.measure
+	l.mu.Unlock()
+
+	n, err := measure(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.measuring = false
+	if err != nil {
+		return fmt.Errorf("tenant %s: measuring stored bytes: %w", l.tenant, err)
+	}
+	l.stored, l.measured = n, now
+	return nil
+}
+
+// window counts what was used in the last day, by the minute.
+type window struct {
+	spans []span // oldest first
+	total int64
+}
+
+// span is what was used in the minute from start.
+type span struct {
+	start time.Time
+	n     int64
+}
+
+const day = 24 * time.Hour
+
+func (w *window) add(now time.Time, n int64) {
+	w.expire(now)
+	minute := now.Truncate(time.Minute)
+	if k := len(w.spans); k > 0 && w.spans[k-1].start.Equal(minute) {
+		w.spans[k-1].n += n
+	} else {
+		w.spans = append(w.spans, span{minute, n})
+	}
+	w.total += n
+}
+
+// expire forgets what was used a day or more ago.
+func (w *window) expire(now time.Time) {
+	i := 0
+	for i < len(w.spans) && !w.spans[i].start.Add(day).After(now) {
+		w.total -= w.spans[i].n
+		i++
+	}
+	w.spans = w.spans[i:]
+}
+
+// wait returns how long until less than limit is used in the window: 0 if it is now.
+func (w *window) wait(now time.Time, limit int64) time.Duration {
+	w.expire(now)
+	used := w.total
+	if used < limit {
+		return 0
+	}
+	for _, s := range w.spans {
+		if used -= s.n; used < limit {
+			return s.start.Add(day).Sub(now)
+		}
+	}
+	return 0 // not reached: with every span gone, nothing is used
 }

@@ -1,9 +1,13 @@
 package tenant
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/terrarium-ai/terrarium/abi"
 )
 
 func TestLimiterConcurrentTurns(t *testing.T) {
@@ -104,4 +108,73 @@ func TestLimiterPluginTime(t *testing.T) {
 	if _, err := l.Enter(t.Context(), "p"); err != nil {
 		t.Errorf("once the budget refilled: %v", err)
 	}
+}
+
+func TestLimiterModelTokensPerDay(t *testing.T) {
+	now := time.Unix(1e9, 0).Truncate(time.Minute) // the window counts by the minute
+	l := NewLimiter(&Tenant{ID: "a", Quotas: Quotas{ModelTokensPerDay: 1000}})
+	l.now = func() time.Time { return now }
+	l.CountUsage(t.Context(), &abi.GenerationUsage{InputTokens: 400, OutputTokens: 200})
+	done, err := l.StartTurn()
+	if err != nil {
+		t.Fatalf("600 of 1000 tokens used: %v", err)
+	}
+	done()
+	now = now.Add(time.Hour)
+	l.CountUsage(t.Context(), &abi.GenerationUsage{InputTokens: 300, OutputTokens: 200}) // overruns the day's 1000
+	_, err = l.StartTurn()
+	var qe *QuotaError
+	if !errors.As(err, &qe) || qe.Quota != "modelTokensPerDay" || qe.RetryAfter != 23*time.Hour || !errors.Is(err, ErrOverQuota) {
+		t.Fatalf("1100 of 1000 tokens used: %v", err)
+	}
+	// Once the first 600 leave the window, 500 are used: there is room again.
+	now = now.Add(23 * time.Hour)
+	if done, err = l.StartTurn(); err != nil {
+		t.Fatalf("a day after the first 600: %v", err)
+	}
+	done()
+}
+
+func TestLimiterModelTokensCountsTotalWithoutParts(t *testing.T) {
+	l := NewLimiter(&Tenant{ID: "a", Quotas: Quotas{ModelTokensPerDay: 100}})
+	l.CountUsage(t.Context(), &abi.GenerationUsage{TotalTokens: 100})
+	if _, err := l.StartTurn(); !errors.Is(err, ErrOverQuota) {
+		t.Fatalf("a model reporting a total only: %v", err)
+	}
+}
+
+func TestLimiterStoredBytes(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	l := NewLimiter(&Tenant{ID: "a", Quotas: Quotas{StoredBytes: 100}})
+	l.now = func() time.Time { return now }
+	stored, measured := int64(100), 0
+	l.SetStorage(func(context.Context) (int64, error) {
+		measured++
+		return stored, nil
+	})
+	done, err := l.StartTurn()
+	if err != nil {
+		t.Fatalf("before any measure: %v", err)
+	}
+	done()
+	if err := l.MeasureStorage(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.StartTurn()
+	var qe *QuotaError
+	if !errors.As(err, &qe) || qe.Quota != "storedBytes" || qe.RetryAfter != 0 || !strings.Contains(err.Error(), "storedBytes") {
+		t.Fatalf("100 of 100 bytes stored: %v", err)
+	}
+	// The store is read at most once in storageEvery.
+	stored = 10
+	l.MeasureStorage(t.Context())
+	if _, err := l.StartTurn(); err == nil || measured != 1 {
+		t.Fatalf("measured again at once (%d measures): %v", measured, err)
+	}
+	now = now.Add(storageEvery)
+	l.MeasureStorage(t.Context())
+	if done, err = l.StartTurn(); err != nil {
+		t.Fatalf("once space was freed: %v", err)
+	}
+	done()
 }

@@ -62,6 +62,17 @@ type Quotas struct {
 	// PluginMemoryPages bounds the linear memory (64 KiB pages) the tenant's plugins
 	// may reach together: each plugin's memory limit times its most instances.
 	PluginMemoryPages int64 `json:"pluginMemoryPages,omitempty"`
+	// ModelTokensPerDay bounds the model tokens (input and output, as the models
+	// report them) the tenant's turns may use in any 24 hours. A turn starts while
+	// they are not all used, and runs to its end: what it uses past the bound delays
+	// the turns after it until the window frees as much.
+	ModelTokensPerDay int64 `json:"modelTokensPerDay,omitempty"`
+	// StoredBytes bounds what the tenant's sessions take in their stores (as
+	// store.Stats counts it, over the tenant's namespaces). It is measured as turns
+	// end (at most twice a minute); past it, new turns are refused until the operator
+	// raises it or frees space. A turn that starts within it runs to its end, and its
+	// snapshot is kept.
+	StoredBytes int64 `json:"storedBytes,omitempty"`
 }
 
 // ErrInvalid is wrapped by every error about a tenants file.
@@ -121,7 +132,8 @@ func (t *Tenant) check() error {
 		return fmt.Errorf("id %q: want letters, digits, '.', '_' or '-', at most 64", t.ID)
 	}
 	q := t.Quotas
-	if q.ConcurrentTurns < 0 || q.ConcurrentSessions < 0 || q.TurnsPerMinute < 0 || q.TurnBurst < 0 || q.PluginSecondsPerMinute < 0 || q.PluginMemoryPages < 0 {
+	if q.ConcurrentTurns < 0 || q.ConcurrentSessions < 0 || q.TurnsPerMinute < 0 || q.TurnBurst < 0 || q.PluginSecondsPerMinute < 0 || q.PluginMemoryPages < 0 ||
+		q.ModelTokensPerDay < 0 || q.StoredBytes < 0 {
 		return fmt.Errorf("tenant %s: quotas: negative", t.ID)
 	}
 	for name, s := range t.Secrets {

@@ -51,6 +51,8 @@ func TestParseRefusesBadFiles(t *testing.T) {
 		"bad id":            "tenants: [{id: '../a'}]",
 		"no id":             "tenants: [{name: A}]",
 		"negative quota":    "tenants: [{id: a, quotas: {concurrentTurns: -1}}]",
+		"negative tokens":   "tenants: [{id: a, quotas: {modelTokensPerDay: -1}}]",
+		"negative bytes":    "tenants: [{id: a, quotas: {storedBytes: -1}}]",
 		"secret both ways":  "tenants: [{id: a, secrets: {K: {value: v, env: E}}}]",
 		"secret neither":    "tenants: [{id: a, secrets: {K: {}}}]",
 		"not yaml":          "tenants: [",

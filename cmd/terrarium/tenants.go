@@ -83,6 +83,7 @@ func deployTenants(ctx context.Context, files []*deploy.File, f serveFlags, log 
 		}
 		limiter := tenant.NewLimiter(t)
 		d, err := deploy.New(ctx, mine, deploy.WithStore(st.store), deploy.WithLogger(log), deploy.WithMeterProvider(mp),
+			deploy.WithUsage(limiter.CountUsage),
 			deploy.WithTenant(st.root, t.ID, host.TenantConfig{Secrets: t.SecretValues(), Admit: t.Admission(), Gate: limiter}))
 		if err != nil {
 			return st, fmt.Errorf("tenant %s: %w", t.ID, err)

@@ -1,0 +1,81 @@
+package server_test
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/terrarium-ai/terrarium/server"
+)
+
+// newSessionOf opens a session of the agent with key.
+func (ts *tenantServer) newSessionOf(t *testing.T, key, agent string) string {
+	t.Helper()
+	var info server.SessionInfo
+	if resp := ts.call(t, key, "POST", "/api/agents/"+agent+"/sessions", nil, &info); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("creating a session of %s: %d", agent, resp.StatusCode)
+	}
+	return info.SessionID
+}
+
+// turnOf runs a turn of the session, and returns the response and its error envelope.
+func (ts *tenantServer) turnOf(t *testing.T, key, agent, id string) (*http.Response, struct{ Code, Message string }) {
+	t.Helper()
+	var e struct{ Code, Message string }
+	resp := ts.call(t, key, "POST", "/api/agents/"+agent+"/sessions/"+id+"/turns", map[string]any{"text": "hi"}, &e)
+	return resp, e
+}
+
+// A tenant whose turns used its model tokens of the day is refused new turns, told
+// when the day frees enough; another tenant is still served.
+func TestTenantModelTokensQuota(t *testing.T) {
+	// Each turn of work uses 100 tokens: a's second turn starts within its 150, and
+	// overruns them.
+	ts := newTenantServerOf(t, "tenants:\n  - id: a\n    quotas: {modelTokensPerDay: 150}\n  - id: b\n    quotas: {modelTokensPerDay: 150}\n")
+	a, b := ts.key["a"], ts.key["b"]
+	as := ts.newSessionOf(t, a, "work")
+	for i := range 2 {
+		if resp, e := ts.turnOf(t, a, "work", as); resp.StatusCode != http.StatusOK {
+			t.Fatalf("a's turn %d: %d %+v", i+1, resp.StatusCode, e)
+		}
+	}
+	resp, e := ts.turnOf(t, a, "work", as)
+	retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+	// The window frees the first turn's tokens a day after it, less the seconds since.
+	if resp.StatusCode != http.StatusTooManyRequests || e.Code != "over_quota" || !strings.Contains(e.Message, "modelTokensPerDay") ||
+		retry < 86400-60*60 || retry > 86400 {
+		t.Errorf("a's turn past its tokens: %d, Retry-After %q, %+v", resp.StatusCode, resp.Header.Get("Retry-After"), e)
+	}
+	bs := ts.newSessionOf(t, b, "work")
+	if resp, e := ts.turnOf(t, b, "work", bs); resp.StatusCode != http.StatusOK {
+		t.Errorf("b's turn while a is past its tokens: %d %+v", resp.StatusCode, e)
+	}
+}
+
+// A tenant whose sessions take its stored bytes is refused new turns, without a
+// Retry-After (waiting frees nothing), and keeps what it stored; another tenant is
+// still served.
+func TestTenantStoredBytesQuota(t *testing.T) {
+	ts := newTenantServerOf(t, "tenants:\n  - id: a\n    quotas: {storedBytes: 1}\n  - id: b\n    quotas: {storedBytes: 1000000}\n")
+	a, b := ts.key["a"], ts.key["b"]
+	as := ts.newSessionOf(t, a, "work")
+	if resp, e := ts.turnOf(t, a, "work", as); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a's first turn: %d %+v", resp.StatusCode, e)
+	}
+	resp, e := ts.turnOf(t, a, "work", as)
+	if resp.StatusCode != http.StatusTooManyRequests || e.Code != "over_quota" || !strings.Contains(e.Message, "storedBytes") ||
+		resp.Header.Get("Retry-After") != "" {
+		t.Errorf("a's turn past its stored bytes: %d, Retry-After %q, %+v", resp.StatusCode, resp.Header.Get("Retry-After"), e)
+	}
+	var info server.SessionInfo
+	if ts.call(t, a, "GET", "/api/agents/work/sessions/"+as, nil, &info); info.Snapshot == nil {
+		t.Error("a's session lost its snapshot when its turn was refused")
+	}
+	bs := ts.newSessionOf(t, b, "work")
+	for i := range 2 {
+		if resp, e := ts.turnOf(t, b, "work", bs); resp.StatusCode != http.StatusOK {
+			t.Errorf("b's turn %d while a is past its stored bytes: %d %+v", i+1, resp.StatusCode, e)
+		}
+	}
+}
