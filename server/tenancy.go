@@ -28,7 +28,8 @@ var ErrUnauthenticated = tenant.ErrUnauthenticated
 
 // WithTenants makes the server multi-tenant. Every request but the health checks,
 // /metrics, the OpenAPI document and the page's files needs an API key of keys (in
-// "Authorization: Bearer <key>"), or is refused (401), and sees its tenant's agents
+// "Authorization: Bearer <key>", or on a WebSocket the subprotocol bearer.<key>, as
+// browsers can set no header there; never in the URL), or is refused (401), and sees its tenant's agents
 // only, those the key may use: an agent, session or snapshot of another tenant is not
 // found (404) as one that does not exist is, and every refusal is logged with the
 // tenant and key. Each tenant's turns run under its limiter, refused with 429 and
@@ -80,7 +81,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), scopeKey{}, &scope{dep: s.dep})))
 			return
 		}
-		key, err := s.keys.AuthenticateRequest(r)
+		key, err := s.keys.Authenticate(requestKey(r))
 		t := s.tenants[key.Tenant]
 		if err == nil && t == nil {
 			err = fmt.Errorf("%w: tenant %s is not served", ErrUnauthenticated, key.Tenant)

@@ -425,3 +425,82 @@ func TestTenantSessionQuota(t *testing.T) {
 		t.Errorf("reopening a kept session beyond the quota: %d", resp.StatusCode)
 	}
 }
+
+// wsURL is the WebSocket URL of the agent echo's connect route.
+func (ts *tenantServer) wsURL() string {
+	return "ws" + strings.TrimPrefix(ts.URL, "http") + "/api/agents/echo/connect"
+}
+
+// A browser cannot set headers on a WebSocket: it offers its key as the subprotocol
+// bearer.<key>, beside terrarium.v1, the one the server echoes (never the key). Another
+// tenant's key so offered finds a's snapshot no more than over HTTP.
+func TestTenantWebSocketKeyAsSubprotocol(t *testing.T) {
+	ts := newTenantServer(t)
+	dial := func(key, query string) (*websocket.Conn, *http.Response, error) {
+		return websocket.Dial(t.Context(), ts.wsURL()+query, &websocket.DialOptions{Subprotocols: []string{"terrarium.v1", "bearer." + key}})
+	}
+	c, resp, err := dial(ts.key["a"], "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if got := resp.Header.Values("Sec-WebSocket-Protocol"); len(got) != 1 || got[0] != "terrarium.v1" || c.Subprotocol() != "terrarium.v1" {
+		t.Errorf("the server answered the subprotocols %q, want terrarium.v1 alone", got)
+	}
+	w := &wsClient{c: c}
+	m := w.next(t)
+	if got := w.turn(t, "hello"); got != "echo: hello" {
+		t.Errorf("a's turn: %q", got)
+	}
+	var info server.SessionInfo
+	ts.call(t, ts.key["a"], "GET", "/api/agents/echo/sessions/"+m.SessionID, nil, &info)
+	if info.Snapshot == nil {
+		t.Fatal("a's session has no snapshot")
+	}
+	snap := info.Snapshot.SnapshotID
+
+	var overHTTP, overWS abi.Error
+	if resp := ts.call(t, ts.key["b"], "GET", "/api/agents/echo/snapshots/"+snap, nil, &overHTTP); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("b reading a's snapshot over HTTP: %d", resp.StatusCode)
+	}
+	_, resp, err = dial(ts.key["b"], "?snapshotId="+snap)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("b resuming a's snapshot over a WebSocket: %v, %v", resp, err)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&overWS); err != nil || overWS.Code != overHTTP.Code {
+		t.Errorf("over a WebSocket b is told %+v (%v), over HTTP %+v", overWS, err, overHTTP)
+	}
+	if _, resp, err := dial(ts.key["a"]+"x", ""); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a wrong key as a subprotocol: %v, %v", resp, err)
+	}
+}
+
+// A key is taken from the Authorization header, or a WebSocket handshake's
+// subprotocols, and nowhere else: a key in the URL would land in access logs and
+// browser histories, so it is refused, as is the subprotocol on a plain request.
+func TestTenantKeyElsewhereIsRefused(t *testing.T) {
+	ts := newTenantServer(t)
+	key := ts.key["a"]
+	for _, q := range []string{"access_token", "key", "apiKey", "token", "authorization", "bearer"} {
+		query := "?" + q + "=" + key
+		if resp := ts.call(t, "", "GET", "/api/agents"+query, nil, nil); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET /api/agents%s: %d, want 401", query, resp.StatusCode)
+		}
+		if _, resp, err := websocket.Dial(t.Context(), ts.wsURL()+query, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("a WebSocket with %s: %v, %v", query, resp, err)
+		}
+	}
+	req, err := http.NewRequestWithContext(t.Context(), "GET", ts.URL+"/api/agents", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Sec-WebSocket-Protocol", "terrarium.v1, bearer."+key)
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a subprotocol key on a plain request: %d, want 401", resp.StatusCode)
+	}
+}

@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/coder/websocket"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent/session"
+	"github.com/terrarium-ai/terrarium/tenant"
 )
 
 // The WebSocket protocol of /api/agents/{agent}/connect. The query may name the
@@ -28,7 +29,9 @@ import (
 //
 // The client sends turns, one at a time, as the HTTP API's TurnRequest ({"text": ...},
 // {"messages": [...]}, {"resume": {...}}, "detach": true), or {"cancel": true} to
-// cancel the running turn. A turn sent while one runs is answered with the error
+// cancel the running turn. A client offering subprotocols offers terrarium.v1 (the
+// server picks it); a browser, which cannot set the Authorization header on a
+// WebSocket, offers its API key as a second one, bearer.<key>, never echoed. A turn sent while one runs is answered with the error
 // session_busy. Chunks are written as the flow makes them, each waiting for the
 // socket: a client that reads slowly slows the agent down, never the server's memory.
 type (
@@ -46,6 +49,33 @@ type (
 		Cancel bool `json:"cancel,omitempty"`
 	}
 )
+
+// Subprotocols of the WebSocket: the one the server picks, and the prefix of the one
+// carrying an API key.
+const (
+	wsProtocol  = "terrarium.v1"
+	wsKeyPrefix = "bearer."
+)
+
+// requestKey returns the API key a request carries: in "Authorization: Bearer", or on
+// a WebSocket handshake as the subprotocol bearer.<key>. Never from the URL, which
+// access logs, proxies and browser histories keep.
+func requestKey(r *http.Request) string {
+	if key := tenant.Bearer(r); key != "" {
+		return key
+	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return ""
+	}
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(h, ",") {
+			if key, ok := strings.CutPrefix(strings.TrimSpace(p), wsKeyPrefix); ok {
+				return key
+			}
+		}
+	}
+	return ""
+}
 
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	a, err := s.agentOf(r)
@@ -69,7 +99,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	c, err := websocket.Accept(w, r, nil)
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{wsProtocol}})
 	if err != nil {
 		return // Accept answered the request
 	}

@@ -107,3 +107,18 @@ func TestWebSocketToAnUnknownSnapshotIsAnHTTPError(t *testing.T) {
 		t.Errorf("dial: %v, %v", resp, err)
 	}
 }
+
+// A browser offering subprotocols fails a WebSocket whose server picks none of
+// them: the page offers terrarium.v1, and the server picks it.
+func TestWebSocketPicksItsSubprotocol(t *testing.T) {
+	ts := newTestServer(t)
+	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(ts.URL, "http")+"/api/agents/echo/connect",
+		&websocket.DialOptions{Subprotocols: []string{"terrarium.v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if c.Subprotocol() != "terrarium.v1" {
+		t.Errorf("subprotocol %q, want terrarium.v1", c.Subprotocol())
+	}
+}

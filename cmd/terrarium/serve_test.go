@@ -492,3 +492,52 @@ func TestRoutedAgentPageInChromium(t *testing.T) {
 	}
 	t.Logf("screenshot: %s", shot)
 }
+
+// TestTenantPageInChromium drives the page of a server of tenants: it asks for an API
+// key, says so when the server refuses one, and with a good one streams an answer
+// over the WebSocket, the key kept in sessionStorage alone.
+func TestTenantPageInChromium(t *testing.T) {
+	dir := clients(t)
+	chromium := need(t, "chromium")
+	const admin = "admin-page-0123456789abcdef0123456789"
+	t.Setenv(adminKeyEnv, admin)
+	tenants := filepath.Join(t.TempDir(), "tenants.yaml")
+	src := "tenants:\n  - id: a\n    agents: [assistant]\n    plugins: {offline: {}, calculator: {timeout: 5s}, clock: {timeout: 5s}, scratchpad: {state: write}, profile: {state: write}}\n"
+	if err := os.WriteFile(tenants, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, "-data", t.TempDir(), "-tenants", tenants, exampleDeployment)
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", s.url+"/admin/tenants/a/keys", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made struct{ Key string }
+	err = json.NewDecoder(resp.Body).Decode(&made)
+	resp.Body.Close()
+	if err != nil || made.Key == "" {
+		t.Fatalf("making a key: %d, %v", resp.StatusCode, err)
+	}
+
+	shot := screenshot(t, "chat-page-tenants.png")
+	var got struct {
+		Asked, Refused, Answer string
+		Kept                   struct {
+			Session     []string
+			Local       int
+			Cookie, URL string
+		}
+		Errors []string
+	}
+	node(t, dir, "page-tenants.mjs", &got, s.url+"/", shot, chromium, made.Key)
+	if !strings.Contains(got.Asked, "API key") || !strings.Contains(got.Refused, "invalid API key") ||
+		got.Answer != "echo: hello tenant" || len(got.Errors) != 0 {
+		t.Errorf("page: %+v", got)
+	}
+	if len(got.Kept.Session) != 1 || got.Kept.Session[0] != made.Key || got.Kept.Local != 0 || got.Kept.Cookie != "" ||
+		strings.Contains(got.Kept.URL, made.Key) {
+		t.Errorf("the key is kept %+v, want in sessionStorage alone", got.Kept)
+	}
+	t.Logf("screenshot: %s", shot)
+}

@@ -1,20 +1,56 @@
 // The Terrarium chat page: plain JavaScript over the server's HTTP API and WebSocket
-// (see /openapi.json). No build step, nothing fetched from elsewhere.
+// (see /openapi.json). No build step, nothing fetched from elsewhere. On a server of
+// tenants it asks for an API key and sends it with every request: in the
+// Authorization header, and on the WebSocket, where a browser sets no header, as the
+// subprotocol bearer.<key>. Never in a URL, which logs and histories keep.
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
 const state = { agents: [], agent: null, sessionId: null, ws: null, running: false, modelEl: null, route: null };
 
+// Where the API key is kept: sessionStorage, for this tab only. Not localStorage,
+// which outlives the tab, nor a cookie, which the browser would send by itself.
+const keyItem = "terrarium.apiKey";
+
+// Unauthenticated is the error of a request refused for want of a valid API key (401).
+class Unauthenticated extends Error {}
+
 async function api(method, path, body) {
-  const resp = await fetch(path, {
-    method,
-    headers: body ? { "Content-Type": "application/json" } : {},
-    body: body ? JSON.stringify(body) : undefined,
-  });
+  const headers = body ? { "Content-Type": "application/json" } : {};
+  const key = sessionStorage.getItem(keyItem);
+  if (key) headers.Authorization = `Bearer ${key}`;
+  const resp = await fetch(path, { method, headers, body: body ? JSON.stringify(body) : undefined });
   if (resp.status === 204) return null;
   const data = await resp.json();
+  if (resp.status === 401) throw new Unauthenticated(data.message);
   if (!resp.ok) throw new Error(`${data.code}: ${data.message}`);
   return data;
+}
+
+// askKey forgets the API key, which the server refused or was never given, and asks
+// for one, saying why; it resolves once one is entered.
+function askKey(why) {
+  sessionStorage.removeItem(keyItem);
+  const dialog = $("#signin");
+  $("#signin-error").textContent = why;
+  $("#apikey").value = "";
+  if (!dialog.open) dialog.showModal();
+  return new Promise((resolve) => {
+    dialog.oncancel = (e) => e.preventDefault(); // nothing works without a key
+    dialog.onsubmit = (e) => {
+      e.preventDefault();
+      sessionStorage.setItem(keyItem, $("#apikey").value.trim());
+      dialog.close();
+      resolve();
+    };
+  });
+}
+
+// askKeyAgain asks for a key after a 401: a first one, or another.
+function askKeyAgain(e) {
+  return askKey(sessionStorage.getItem(keyItem)
+    ? `The server refused this API key (${e.message}). Check it and enter it again.`
+    : "This server serves tenants: enter your API key.");
 }
 
 function el(tag, cls, text) {
@@ -144,7 +180,10 @@ function send(turn) {
 function connect(query) {
   if (state.ws) state.ws.close();
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  const ws = new WebSocket(`${proto}//${location.host}/api/agents/${encodeURIComponent(state.agent.name)}/connect?${new URLSearchParams(query)}`);
+  const protocols = ["terrarium.v1"];
+  const key = sessionStorage.getItem(keyItem);
+  if (key) protocols.push(`bearer.${key}`);
+  const ws = new WebSocket(`${proto}//${location.host}/api/agents/${encodeURIComponent(state.agent.name)}/connect?${new URLSearchParams(query)}`, protocols);
   state.ws = ws;
   setStatus("Connecting…");
   return new Promise((resolve, reject) => {
@@ -163,7 +202,9 @@ function connect(query) {
         event(`${m.error.code}: ${m.error.message}`, "error");
       }
     };
-    ws.onerror = () => reject(new Error("the connection failed"));
+    // A refused handshake's status is hidden from the page: ask the API whether the key
+    // still holds, which rejects with Unauthenticated if not.
+    ws.onerror = () => api("GET", "/api/agents").then(() => reject(new Error("the connection failed")), reject);
     ws.onclose = () => {
       if (state.ws === ws) setStatus(`${state.agent.name} · disconnected`);
     };
@@ -252,16 +293,38 @@ async function selectAgent(name) {
   await connect({});
 }
 
-async function main() {
-  ({ agents: state.agents } = await api("GET", "/api/agents"));
+// start lists the agents, asking for an API key for as long as the server refuses, and
+// opens a session on the first.
+async function start() {
+  for (;;) {
+    try {
+      ({ agents: state.agents } = await api("GET", "/api/agents"));
+      break;
+    } catch (e) {
+      if (!(e instanceof Unauthenticated)) throw e;
+      await askKeyAgain(e);
+    }
+  }
   const select = $("#agent");
+  select.replaceChildren();
   for (const a of state.agents) {
     const o = el("option", "", a.name);
     o.value = a.name;
     select.appendChild(o);
   }
+  if (state.agents.length) await selectAgent(state.agents[0].name);
+}
+
+function main() {
+  const select = $("#agent");
   select.onchange = () => selectAgent(select.value);
   $("#new-session").onclick = () => selectAgent(select.value);
+  // A key refused later (revoked, say), by whatever request: ask again, start over.
+  window.addEventListener("unhandledrejection", (e) => {
+    if (!(e.reason instanceof Unauthenticated)) return;
+    e.preventDefault();
+    fail(e.reason);
+  });
   $("#composer").addEventListener("submit", (e) => {
     e.preventDefault();
     const text = $("#input").value.trim();
@@ -271,7 +334,16 @@ async function main() {
     show(el("div", "msg user", text));
     send({ text });
   });
-  if (state.agents.length) await selectAgent(state.agents[0].name);
+  return start();
 }
 
-main().catch((e) => setStatus(`error: ${e.message}`));
+// fail shows what went wrong; after a 401, it asks for a key and starts over.
+function fail(e) {
+  if (e instanceof Unauthenticated) {
+    askKeyAgain(e).then(start).catch(fail);
+    return;
+  }
+  setStatus(`error: ${e.message}`);
+}
+
+main().catch(fail);
