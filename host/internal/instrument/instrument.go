@@ -24,14 +24,19 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Export names the rewritten module adds. A colon keeps them out of any language's
 // identifiers, so no toolchain exports them of its own accord.
 const (
-	StopExport   = "terrarium:stop"
-	StartExport  = "terrarium:start"
-	globalPrefix = "terrarium:global:"
+	// StopExport is the stop global.
+	StopExport = "terrarium:stop"
+	// StartExport is the former start function.
+	StartExport = "terrarium:start"
+	// GlobalPrefix begins the export names of the module's mutable globals, followed
+	// by the global's index.
+	GlobalPrefix = "terrarium:global:"
 )
 
 // ErrInvalid is wrapped by the errors of modules the rewriter cannot read: not
@@ -138,7 +143,7 @@ func Rewrite(wasm []byte) (*Result, error) {
 		}
 	}
 	for _, g := range mutable {
-		name := fmt.Sprintf("%s%d", globalPrefix, g)
+		name := fmt.Sprintf("%s%d", GlobalPrefix, g)
 		res.GlobalExports = append(res.GlobalExports, name)
 		added++
 		if err := addExport(name, externGlob, g); err != nil {
@@ -207,6 +212,70 @@ func Rewrite(wasm []byte) (*Result, error) {
 	return res, nil
 }
 
+// Describe reads back the Result of a module Rewrite returned earlier (kept on disk, say),
+// from its exports.
+func Describe(wasm []byte) (*Result, error) {
+	if len(wasm) < 8 || !bytes.Equal(wasm[:8], []byte{0, 'a', 's', 'm', 1, 0, 0, 0}) {
+		return nil, fmt.Errorf("%w: not a WebAssembly 1.0 binary", ErrInvalid)
+	}
+	res := &Result{Wasm: wasm}
+	stopped := false
+	for r := (reader{b: wasm, pos: 8}); r.pos < len(r.b); {
+		id := r.byte()
+		body := r.bytes(int(r.u32()))
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, id, r.err)
+		}
+		if id != secExport {
+			continue
+		}
+		names, err := readExportNames(body)
+		if err != nil {
+			return nil, fmt.Errorf("%w: exports: %w", ErrInvalid, err)
+		}
+		for _, name := range names {
+			switch {
+			case name == StopExport:
+				stopped = true
+			case name == StartExport:
+				res.HasStart = true
+			case strings.HasPrefix(name, GlobalPrefix):
+				res.GlobalExports = append(res.GlobalExports, name)
+			}
+		}
+	}
+	if !stopped {
+		return nil, fmt.Errorf("%w: not a module Rewrite returned (no %s)", ErrInvalid, StopExport)
+	}
+	return res, nil
+}
+
+// Interface lists the functions a module imports ("module.name") and exports, in the
+// order it declares them. It reads those two sections only: a module it accepts may
+// still fail to compile.
+func Interface(wasm []byte) (imports, exports []string, err error) {
+	if len(wasm) < 8 || !bytes.Equal(wasm[:8], []byte{0, 'a', 's', 'm', 1, 0, 0, 0}) {
+		return nil, nil, fmt.Errorf("%w: not a WebAssembly 1.0 binary", ErrInvalid)
+	}
+	for r := (reader{b: wasm, pos: 8}); r.pos < len(r.b); {
+		id := r.byte()
+		body := r.bytes(int(r.u32()))
+		if r.err != nil {
+			return nil, nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, id, r.err)
+		}
+		switch id {
+		case secImport:
+			imports, err = readImports(body, imports)
+		case secExport:
+			exports, err = readExports(body, externFunc, exports)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, id, err)
+		}
+	}
+	return imports, exports, nil
+}
+
 // sectionOrder is the place of each known section in a module: type, import, function,
 // table, memory, tag, global, export, start, element, data count, code, data.
 var sectionOrder = map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
@@ -241,13 +310,13 @@ func extendVec(vec []byte, n uint32, entries []byte) ([]byte, error) {
 	return append(out, entries...), nil
 }
 
-func countImportedGlobals(body []byte) (uint32, error) {
+// importKinds reads the import section, calling each for every import.
+func importKinds(body []byte, each func(module, name string, kind byte)) error {
 	r := reader{b: body}
-	var globals uint32
 	for n := r.u32(); n > 0 && r.err == nil; n-- {
-		r.name()
-		r.name()
-		switch kind := r.byte(); kind {
+		module, name := r.name(), r.name()
+		kind := r.byte()
+		switch kind {
 		case 0x00: // function: type index
 			r.u32()
 		case 0x01: // table: reference type, limits
@@ -258,12 +327,33 @@ func countImportedGlobals(body []byte) (uint32, error) {
 		case 0x03: // global: value type, mutability
 			r.valType()
 			r.byte()
-			globals++
 		default:
-			return 0, fmt.Errorf("import kind %#x", kind)
+			return fmt.Errorf("import kind %#x", kind)
+		}
+		if r.err == nil {
+			each(module, name, kind)
 		}
 	}
-	return globals, r.err
+	return r.err
+}
+
+func countImportedGlobals(body []byte) (uint32, error) {
+	var globals uint32
+	err := importKinds(body, func(_, _ string, kind byte) {
+		if kind == externGlob {
+			globals++
+		}
+	})
+	return globals, err
+}
+
+func readImports(body []byte, funcs []string) ([]string, error) {
+	err := importKinds(body, func(module, name string, kind byte) {
+		if kind == externFunc {
+			funcs = append(funcs, module+"."+name)
+		}
+	})
+	return funcs, err
 }
 
 // readGlobals returns how many globals the section defines, and which of them (by
@@ -282,12 +372,17 @@ func readGlobals(body []byte) (uint32, []uint32, error) {
 	return n, mutable, r.err
 }
 
-func readExportNames(body []byte) ([]string, error) {
+// readExportNames lists the names of every export.
+func readExportNames(body []byte) ([]string, error) { return readExports(body, 0xff, nil) }
+
+// readExports appends the names of the exports of a kind (0xff: every kind).
+func readExports(body []byte, kind byte, names []string) ([]string, error) {
 	r := reader{b: body}
-	var names []string
 	for n := r.u32(); n > 0 && r.err == nil; n-- {
-		names = append(names, r.name())
-		r.byte()
+		name := r.name()
+		if k := r.byte(); kind == 0xff || k == kind {
+			names = append(names, name)
+		}
 		r.u32()
 	}
 	return names, r.err

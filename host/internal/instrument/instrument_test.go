@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +176,42 @@ func TestModulesWithoutGlobalsOrExports(t *testing.T) {
 	}
 	if mod.ExportedGlobal(instrument.StopExport) == nil {
 		t.Error("no stop global exported")
+	}
+}
+
+// TestDescribeReadsBackARewrite: what Rewrite returns can be read back from the
+// rewritten module alone, as a cache of rewritten modules needs; an unrewritten module
+// is refused.
+func TestDescribeReadsBackARewrite(t *testing.T) {
+	res, err := instrument.Rewrite(spinner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := instrument.Describe(res.Wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.HasStart != res.HasStart || !slices.Equal(back.GlobalExports, res.GlobalExports) {
+		t.Errorf("Describe = %+v, want %+v", back, res)
+	}
+	if _, err := instrument.Describe(spinner); !errors.Is(err, instrument.ErrInvalid) {
+		t.Errorf("Describe of a module not rewritten: %v, want ErrInvalid", err)
+	}
+}
+
+func TestInterfaceListsFunctionsOnly(t *testing.T) {
+	imports, exports, err := instrument.Interface(spinner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"env.started"}; !slices.Equal(imports, want) {
+		t.Errorf("imports = %v, want %v", imports, want)
+	}
+	if want := []string{"spin", "deep"}; !slices.Equal(exports, want) {
+		t.Errorf("exports = %v, want %v (no global, no memory)", exports, want)
+	}
+	if _, _, err := instrument.Interface([]byte("MZ")); !errors.Is(err, instrument.ErrInvalid) {
+		t.Errorf("Interface of a non-module: %v, want ErrInvalid", err)
 	}
 }
 
