@@ -23,6 +23,7 @@ import (
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/agent/testmodel"
 	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/host/extismengine"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
@@ -59,6 +60,24 @@ func newHost(t *testing.T, opts ...host.Option) (*host.Host, *agent.Registry) {
 	}
 	t.Cleanup(func() { h.Close(context.Background()) })
 	return h, r
+}
+
+// engines are the engines the fault and hardening tests run on: the host's own, and
+// Extism's, the reference it is tested against.
+var engines = []struct {
+	name   string
+	engine host.Engine
+}{
+	{"native", host.NativeEngine()},
+	{"extism", extismengine.New()},
+}
+
+// forEachEngine runs test once per engine, as a subtest named after it, with the
+// option that selects it.
+func forEachEngine(t *testing.T, test func(t *testing.T, engine host.Option)) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) { test(t, host.WithEngine(e.engine)) })
+	}
 }
 
 func load(t *testing.T, h *host.Host, dir string, m host.Manifest) *host.Plugin {
