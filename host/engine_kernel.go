@@ -178,7 +178,6 @@ type kernel struct {
 	blocks map[uint32]uint32       // offset -> length of the live blocks
 	freed  [33 - minClass][]uint32 // offsets of freed blocks, by size class
 	top    uint32                  // where the next new block goes
-	high   uint32                  // the highest top since the last scrub
 
 	input             uint32
 	output, outputLen uint32
@@ -237,7 +236,6 @@ func (k *kernel) allocate(n uint32) (uint32, error) {
 	}
 	off := k.top
 	k.top = uint32(end)
-	k.high = max(k.high, k.top)
 	k.blocks[off] = n
 	return off, nil
 }
@@ -301,12 +299,15 @@ func (k *kernel) write(data []byte) (uint64, error) {
 // beyond it. The slice is the memory's own: copy what must outlive the call.
 func (k *kernel) view(off, n uint32) ([]byte, bool) { return k.mem.Read(off, n) }
 
-// scrub zeroes what blocks used since the last scrub, so that nothing of a call
-// survives in the kernel's memory (an instance reset between sessions).
+// scrub zeroes the kernel's memory, so that nothing of a call survives in it (an
+// instance reset between sessions). All of it, not only the blocks: the guest's
+// stores reach any offset.
 func (k *kernel) scrub() {
-	if k.high > kernelReserved {
-		b, _ := k.mem.Read(kernelReserved, k.high-kernelReserved)
-		clear(b)
-	}
-	k.high = 0
+	clear(memoryOf(k.mem))
+}
+
+// memoryOf returns the whole of a memory, as the memory's own bytes.
+func memoryOf(m api.Memory) []byte {
+	b, _ := m.Read(0, m.Size())
+	return b
 }

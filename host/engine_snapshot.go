@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -31,8 +32,7 @@ func (i *nativeInstance) take() *snapshot {
 	if mem == nil {
 		return nil
 	}
-	view, _ := mem.Read(0, mem.Size())
-	s := &snapshot{memory: append([]byte(nil), view...)}
+	s := &snapshot{memory: bytes.Clone(memoryOf(mem))}
 	for _, name := range i.module.globals {
 		g, ok := i.guest.ExportedGlobal(name).(api.MutableGlobal)
 		if !ok {
@@ -59,8 +59,7 @@ func (i *nativeInstance) Reset(ctx context.Context) error {
 	if size := mem.Size(); size != uint32(len(s.memory)) {
 		return fmt.Errorf("%w: its memory grew from %d to %d bytes since its first call", engine.ErrNoReset, len(s.memory), size)
 	}
-	view, _ := mem.Read(0, mem.Size())
-	copy(view, s.memory)
+	copy(memoryOf(mem), s.memory)
 	for j, g := range s.handles {
 		g.Set(s.globals[j])
 	}

@@ -35,7 +35,8 @@ type ModuleConfig struct {
 	// from the module (empty: nowhere).
 	CacheDir string
 	// Resettable asks for instances that can be reset (Instance.Reset): each keeps a
-	// snapshot of its state after its first call, which costs memory.
+	// snapshot of its state after its first call (the host's describe, which holds no
+	// session's data), which costs memory.
 	Resettable bool
 }
 

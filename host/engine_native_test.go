@@ -1,0 +1,123 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/terrarium-ai/terrarium/abi/plugin"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/host/internal/engine"
+	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+)
+
+// resettableCalculator compiles the calculator plugin on the native engine with
+// resettable instances, and returns one instance that has served its first call
+// (describe, as the host's instances do).
+func resettableCalculator(t *testing.T) (*nativeInstance, context.Context) {
+	t.Helper()
+	data, err := os.ReadFile(pluginbuild.ForTest(t, "../plugins/calculator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(agent.NewRegistry(), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() { h.Close(ctx) })
+	cfg := engine.ModuleConfig{MemoryPages: 1024, HostFuncs: h.hostFuncs(), Resettable: true}
+	eng := nativeEngine{}
+	if cfg.Cache, cfg.CacheDir, err = h.cache.forModule(eng.Name(), sha256Hex(data)); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := eng.Compile(ctx, data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Close(ctx) })
+	inst, err := mod.Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx = context.WithValue(ctx, bindingKey{}, &binding{})
+	if _, err := inst.Call(ctx, plugin.ExportDescribe, nil); err != nil {
+		t.Fatal(err)
+	}
+	return inst.(*nativeInstance), ctx
+}
+
+// holds reports whether the guest's memory or its kernel's holds b.
+func (i *nativeInstance) holds(b []byte) bool {
+	for _, mem := range [][]byte{memoryOf(i.guest.Memory()), memoryOf(i.kernel.mem)} {
+		if bytes.Contains(mem, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestResetForgetsTheCalls: after Reset, nothing of the calls since the first is left
+// in the instance's memories (the guest's, the kernel's), and the instance still
+// answers as before.
+func TestResetForgetsTheCalls(t *testing.T) {
+	inst, ctx := resettableCalculator(t)
+	canary := []byte("canary-2f9c61d0a4")
+	input := []byte(`{"tool":"calc","input":{"expression":"6 * 7"}}`)
+	// The envelope's unknown field is ignored, but the guest reads it in.
+	want, err := inst.Call(ctx, plugin.ExportCallTool, append(input[:len(input)-1:len(input)-1], `,"note":"`+string(canary)+`"}`...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inst.holds(canary) {
+		t.Fatal("the canary is not in the instance's memory after the call: the test proves nothing")
+	}
+	// A guest can store anywhere in its kernel's memory, not only in its blocks.
+	stash := uint64(inst.kernel.mem.Size() - 8)
+	if _, err := inst.kmod.ExportedFunction("store_u64").Call(ctx, stash, 0x5eed5eed5eed5eed); err != nil {
+		t.Fatal(err)
+	}
+	if err := inst.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := inst.kernel.mem.ReadUint64Le(uint32(stash)); v != 0 {
+		t.Errorf("a value the guest stored past its blocks survives Reset: %#x", v)
+	}
+	if inst.holds(canary) {
+		t.Error("the canary of the call before Reset is still in the instance's memory")
+	}
+	if got, err := inst.Call(ctx, plugin.ExportCallTool, input); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the same call after Reset: %s, %v; want %s", got, err, want)
+	}
+}
+
+// TestResetRefusesAGrownMemory: a guest whose memory grew since its snapshot is not
+// reset (its allocator, put back, would grow the memory again), and says so.
+func TestResetRefusesAGrownMemory(t *testing.T) {
+	inst, ctx := resettableCalculator(t)
+	if _, ok := inst.guest.Memory().Grow(1); !ok {
+		t.Fatal("the memory does not grow")
+	}
+	if err := inst.Reset(ctx); !errors.Is(err, engine.ErrNoReset) {
+		t.Errorf("Reset after the memory grew: %v, want ErrNoReset", err)
+	}
+}
+
+// BenchmarkReset measures putting a warm calculator instance back to its snapshot,
+// after one tool call: the price of a fresh instance per session without a new one.
+func BenchmarkReset(b *testing.B) {
+	inst, ctx := resettableCalculator(&testing.T{})
+	input := []byte(`{"tool":"calc","input":{"expression":"6 * 7"}}`)
+	b.ReportMetric(float64(len(inst.snapshot.memory))/(1<<20), "MiB/snapshot")
+	for b.Loop() {
+		if _, err := inst.Call(ctx, plugin.ExportCallTool, input); err != nil {
+			b.Fatal(err)
+		}
+		if err := inst.Reset(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
