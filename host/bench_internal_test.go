@@ -9,10 +9,11 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/host/extismengine"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
-func loadForBench(b *testing.B, m Manifest) *Plugin {
+func loadForBench(b *testing.B, m Manifest, opts ...Option) *Plugin {
 	b.Helper()
 	path, err := pluginbuild.Build(context.Background(), "../plugins/calculator")
 	if err != nil {
@@ -22,7 +23,7 @@ func loadForBench(b *testing.B, m Manifest) *Plugin {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := New(agent.NewRegistry(), WithLogger(slog.New(slog.DiscardHandler)))
+	h, err := New(agent.NewRegistry(), append([]Option{WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,8 +54,14 @@ func BenchmarkInstanceCheckout(b *testing.B) {
 // calculator plugin costs (Go runtime initialized, one call served): the growth of the
 // process's heap per instance.
 func BenchmarkWarmInstanceMemory(b *testing.B) {
+	for _, e := range []Engine{NativeEngine(), extismengine.New()} {
+		b.Run("engine="+e.Name(), func(b *testing.B) { warmInstanceMemory(b, e) })
+	}
+}
+
+func warmInstanceMemory(b *testing.B, e Engine) {
 	const n = 16
-	p := loadForBench(b, Manifest{MaxInstances: n})
+	p := loadForBench(b, Manifest{MaxInstances: n}, WithEngine(e))
 	ctx := context.Background()
 	var perInstance float64
 	for b.Loop() {
