@@ -88,7 +88,7 @@ func BenchmarkToolCall(b *testing.B) {
 	// wazero's CloseOnContextDone, which compiles a check into every loop and call,
 	// and a context with a deadline.
 	bare := func(b *testing.B, interruptible bool) {
-		cache, _ := wazero.NewCompilationCacheWithDir(defaultCacheDir(b))
+		cache, _ := wazero.NewCompilationCacheWithDir(bareCacheDir(b))
 		rc := wazero.NewRuntimeConfig().WithCompilationCache(cache).WithCloseOnContextDone(interruptible)
 		p, err := extism.NewPlugin(ctx, extism.Manifest{Wasm: []extism.Wasm{extism.WasmData{Data: benchWasm(b, "../plugins/calculator")}}},
 			extism.PluginConfig{

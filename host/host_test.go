@@ -506,11 +506,12 @@ func benchWasm(b *testing.B, dir string) []byte {
 	return data
 }
 
-// defaultCacheDir is the host's default compilation cache directory.
-func defaultCacheDir(b *testing.B) string {
+// bareCacheDir is the compilation cache of the bare Extism benchmarks: an entry of the
+// host's default cache directory, evicted with the host's entries.
+func bareCacheDir(b *testing.B) string {
 	base, err := os.UserCacheDir()
 	if err != nil {
 		b.Fatal(err)
 	}
-	return filepath.Join(base, "terrarium", "wazero")
+	return filepath.Join(base, "terrarium", "compiled", "bench-extism-bare")
 }
