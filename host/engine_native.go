@@ -197,7 +197,6 @@ func (m *nativeModule) Close(ctx context.Context) error {
 
 func (m *nativeModule) Instantiate(ctx context.Context) (engine.Instance, error) {
 	i := &nativeInstance{module: m, stderr: &engine.TailBuffer{Max: 4096}, life: &engine.Lifetime{}}
-	i.onDone = i.interrupt
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -224,13 +223,14 @@ type nativeInstance struct {
 	exports map[string]api.Function
 	stack   [1]uint64 // the exports' parameters and result: none, and an i32
 
-	// stop is the guest's stop global (package instrument); onDone sets it when the
-	// context of the current call ends, while armed.
-	stop   api.MutableGlobal
-	onDone func()
-	mu     sync.Mutex
-	armed  bool
-	fired  bool
+	// stop is the guest's stop global (package instrument); interrupt sets it when the
+	// context of the current call ends. call counts the calls armed: an interrupt
+	// acts only on the call it was armed for.
+	stop  api.MutableGlobal
+	mu    sync.Mutex
+	call  uint64
+	armed bool
+	fired bool
 
 	calls    int
 	snapshot *snapshot // taken after the first call if the module is resettable
@@ -301,8 +301,8 @@ func (i *nativeInstance) run(ctx context.Context, export string) (uint32, error)
 		return 0, err
 	}
 	i.life.Begin(ctx)
-	i.arm()
-	stop := context.AfterFunc(ctx, i.onDone)
+	call := i.arm()
+	stop := afterFunc(ctx, func() { i.interrupt(call) })
 	i.stack[0] = 0
 	err := fn.CallWithStack(context.WithValue(ctx, instanceKey{}, i), i.stack[:])
 	stop()
@@ -337,11 +337,17 @@ func (i *nativeInstance) failure(ctx context.Context, err error, stopped bool) e
 	return err
 }
 
+// afterFunc is context.AfterFunc; a test replaces it to end a context when it chooses.
+var afterFunc = context.AfterFunc
+
 // arm and disarm bracket a call: between them, the end of its context stops the guest.
-func (i *nativeInstance) arm() {
+// arm returns the call's number, for interrupt.
+func (i *nativeInstance) arm() uint64 {
 	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.call++
 	i.armed, i.fired = true, false
-	i.mu.Unlock()
+	return i.call
 }
 
 func (i *nativeInstance) disarm() (fired bool) {
@@ -351,12 +357,14 @@ func (i *nativeInstance) disarm() (fired bool) {
 	return i.fired
 }
 
-// interrupt runs when the context of the current call ends: the guest traps at its
-// next function call or loop iteration.
-func (i *nativeInstance) interrupt() {
+// interrupt runs when the context of a call ends: if that call is still running, the
+// guest traps at its next function call or loop iteration. The context may end as its
+// call returns, and the interrupt run only once the next call is under way: that call
+// is not stopped.
+func (i *nativeInstance) interrupt(call uint64) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if i.armed {
+	if i.armed && i.call == call {
 		i.stop.Set(1)
 		i.fired = true
 	}

@@ -121,3 +121,71 @@ func BenchmarkReset(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(inst.snapshot.memory))/(1<<20), "MiB/snapshot")
 }
+
+// TestLateInterruptSparesTheNextCall: the end of one call's context, acted upon only
+// once the next call runs, does not stop the next call.
+func TestLateInterruptSparesTheNextCall(t *testing.T) {
+	data, err := os.ReadFile(pluginbuild.ForTest(t, "testdata/hostcheck"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(agent.NewRegistry(), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() { h.Close(ctx) })
+	// The end of the first call's context is acted upon only when the next call runs
+	// the log host function.
+	late := make(chan func(), 1)
+	defer func(f func(context.Context, func()) func() bool) { afterFunc = f }(afterFunc)
+	afterFunc = func(_ context.Context, f func()) func() bool {
+		return func() bool {
+			select { // keep the last call's only
+			case <-late:
+			default:
+			}
+			late <- f
+			return false // as if it had started
+		}
+	}
+	cfg := engine.ModuleConfig{MemoryPages: 1024, HostFuncs: h.hostFuncs()}
+	for j, f := range cfg.HostFuncs {
+		if f.Name == plugin.FnLog {
+			cfg.HostFuncs[j].Fn = func(context.Context, engine.HostCall, []uint64) []byte {
+				select {
+				case f := <-late:
+					f()
+				default:
+				}
+				return ok(nil)
+			}
+		}
+	}
+	eng := nativeEngine{}
+	if cfg.Cache, cfg.CacheDir, err = h.cache.forModule(eng.Name(), sha256Hex(data)); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := eng.Compile(ctx, data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Close(ctx) })
+	inst, err := mod.Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := context.WithValue(ctx, bindingKey{}, &binding{})
+	if _, err := inst.Call(bound, plugin.ExportDescribe, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(late) == 0 {
+		t.Fatal("the first call's interrupt was not handed over: the test proves nothing")
+	}
+	out, err := inst.Call(bound, plugin.ExportCallTool, []byte(`{"tool":"log","input":{"text":"hi"}}`))
+	if err != nil {
+		t.Errorf("the call after a late interrupt: %v", err)
+	} else if !bytes.Contains(out, []byte("logged")) {
+		t.Errorf("the call after a late interrupt: %s", out)
+	}
+}
