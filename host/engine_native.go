@@ -308,10 +308,11 @@ func (i *nativeInstance) run(ctx context.Context, export string) (uint32, error)
 	stop()
 	fired := i.disarm()
 	i.life.End()
-	if err == nil && fired {
-		// The call ended as its context did: the guest returned before its next
-		// check, and the stop global is cleared for the next call.
-		i.stop.Set(0)
+	if err == nil && ctx.Err() != nil {
+		// The guest returned after its context ended, before the interrupt reached it
+		// (woken from a sleep by that end, say): as late as a guest stopped, and failed
+		// as one. The instance is discarded, its stop global set or not.
+		return 0, i.failure(ctx, err, true)
 	}
 	if err != nil {
 		return 0, i.failure(ctx, err, fired)

@@ -14,12 +14,13 @@ import (
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
-// resettableCalculator compiles the calculator plugin on the native engine with
-// resettable instances, and returns one instance that has served its first call
-// (describe, as the host's instances do).
-func resettableCalculator(t *testing.T) (*nativeInstance, context.Context) {
+// nativeInstance compiles the Go plugin of dir on the native engine, its host
+// functions the host's changed by edit (nil: none changed), and returns an instance
+// that has served its first call (describe, as the host's instances do), with the
+// context its calls need.
+func newNativeInstance(t *testing.T, dir string, resettable bool, edit func([]engine.HostFunc)) (*nativeInstance, context.Context) {
 	t.Helper()
-	data, err := os.ReadFile(pluginbuild.ForTest(t, "../plugins/calculator"))
+	data, err := os.ReadFile(pluginbuild.ForTest(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,10 @@ func resettableCalculator(t *testing.T) (*nativeInstance, context.Context) {
 	}
 	ctx := context.Background()
 	t.Cleanup(func() { h.Close(ctx) })
-	cfg := engine.ModuleConfig{MemoryPages: 1024, HostFuncs: h.hostFuncs(), Resettable: true}
+	cfg := engine.ModuleConfig{MemoryPages: 1024, HostFuncs: h.hostFuncs(), Resettable: resettable}
+	if edit != nil {
+		edit(cfg.HostFuncs)
+	}
 	eng := nativeEngine{}
 	if cfg.Cache, cfg.CacheDir, err = h.cache.forModule(eng.Name(), sha256Hex(data)); err != nil {
 		t.Fatal(err)
@@ -43,11 +47,17 @@ func resettableCalculator(t *testing.T) (*nativeInstance, context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx = context.WithValue(ctx, bindingKey{}, &binding{})
+	ctx = context.WithValue(ctx, bindingKey{}, &binding{plugin: &Plugin{}}) // no grants
 	if _, err := inst.Call(ctx, plugin.ExportDescribe, nil); err != nil {
 		t.Fatal(err)
 	}
 	return inst.(*nativeInstance), ctx
+}
+
+// resettableCalculator is a resettable instance of the calculator plugin.
+func resettableCalculator(t *testing.T) (*nativeInstance, context.Context) {
+	t.Helper()
+	return newNativeInstance(t, "../plugins/calculator", true, nil)
 }
 
 // holds reports whether the guest's memory or its kernel's holds b.
@@ -125,16 +135,6 @@ func BenchmarkReset(b *testing.B) {
 // TestLateInterruptSparesTheNextCall: the end of one call's context, acted upon only
 // once the next call runs, does not stop the next call.
 func TestLateInterruptSparesTheNextCall(t *testing.T) {
-	data, err := os.ReadFile(pluginbuild.ForTest(t, "testdata/hostcheck"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(agent.NewRegistry(), WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	t.Cleanup(func() { h.Close(ctx) })
 	// The end of the first call's context is acted upon only when the next call runs
 	// the log host function.
 	late := make(chan func(), 1)
@@ -149,36 +149,20 @@ func TestLateInterruptSparesTheNextCall(t *testing.T) {
 			return false // as if it had started
 		}
 	}
-	cfg := engine.ModuleConfig{MemoryPages: 1024, HostFuncs: h.hostFuncs()}
-	for j, f := range cfg.HostFuncs {
-		if f.Name == plugin.FnLog {
-			cfg.HostFuncs[j].Fn = func(context.Context, engine.HostCall, []uint64) []byte {
-				select {
-				case f := <-late:
-					f()
-				default:
+	inst, bound := newNativeInstance(t, "testdata/hostcheck", false, func(funcs []engine.HostFunc) {
+		for j, f := range funcs {
+			if f.Name == plugin.FnLog {
+				funcs[j].Fn = func(context.Context, engine.HostCall, []uint64) []byte {
+					select {
+					case f := <-late:
+						f()
+					default:
+					}
+					return ok(nil)
 				}
-				return ok(nil)
 			}
 		}
-	}
-	eng := nativeEngine{}
-	if cfg.Cache, cfg.CacheDir, err = h.cache.forModule(eng.Name(), sha256Hex(data)); err != nil {
-		t.Fatal(err)
-	}
-	mod, err := eng.Compile(ctx, data, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mod.Close(ctx) })
-	inst, err := mod.Instantiate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bound := context.WithValue(ctx, bindingKey{}, &binding{})
-	if _, err := inst.Call(bound, plugin.ExportDescribe, nil); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if len(late) == 0 {
 		t.Fatal("the first call's interrupt was not handed over: the test proves nothing")
 	}
@@ -187,5 +171,36 @@ func TestLateInterruptSparesTheNextCall(t *testing.T) {
 		t.Errorf("the call after a late interrupt: %v", err)
 	} else if !bytes.Contains(out, []byte("logged")) {
 		t.Errorf("the call after a late interrupt: %s", out)
+	}
+}
+
+// TestCallEndingAfterItsContextFails: a guest that returns after its call's context
+// ended, before the interrupt reached it (woken from a wait by that end, say), fails
+// as a stopped guest does: the caller is not handed an answer past its deadline.
+func TestCallEndingAfterItsContextFails(t *testing.T) {
+	// misbehave's poll tool logs, then waits an hour in one poll_oneoff and returns.
+	logged := make(chan struct{}, 1)
+	inst, bound := newNativeInstance(t, "testdata/misbehave", false, func(funcs []engine.HostFunc) {
+		for j, f := range funcs {
+			if f.Name == plugin.FnLog {
+				funcs[j].Fn = func(context.Context, engine.HostCall, []uint64) []byte {
+					logged <- struct{}{}
+					return ok(nil)
+				}
+			}
+		}
+	})
+	defer func(f func(context.Context, func()) func() bool) { afterFunc = f }(afterFunc)
+	afterFunc = func(context.Context, func()) func() bool {
+		return func() bool { return true } // the interrupt never comes
+	}
+	ctx, cancel := context.WithCancelCause(bound)
+	go func() {
+		<-logged
+		cancel(errTimedOut) // the wait ends with it
+	}()
+	_, err := inst.Call(ctx, plugin.ExportCallTool, []byte(`{"tool":"poll","input":{}}`))
+	if !errors.Is(err, errTimedOut) {
+		t.Errorf("a guest returning after its context ended: %v, want %v", err, errTimedOut)
 	}
 }
