@@ -9,17 +9,31 @@ import (
 	"github.com/terrarium-ai/terrarium/host"
 )
 
-// tinyModule is a module of one function that does nothing: it compiles, but is no
+// tinyModule is a module whose terrarium_describe does nothing: it compiles, but is no
 // plugin. Modules of different names differ in their hash.
 func tinyModule(name string) []byte {
-	wasm := []byte{
-		0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
-		0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type section: func () -> ()
-		0x03, 0x02, 0x01, 0x00, // function section: one function of type 0
-		0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b, // code: end
+	return describer(nil, name)
+}
+
+// describer is a module importing one function of type () -> () from module.name (none
+// when module is nil), exporting a terrarium_describe that does nothing, and holding a
+// custom section named custom.
+func describer(imports []byte, custom string) []byte {
+	section := func(id byte, body []byte) []byte { return append([]byte{id, byte(len(body))}, body...) }
+	export := append([]byte{1, byte(len("terrarium_describe"))}, "terrarium_describe"...)
+	funcIndex := byte(0)
+	if imports != nil {
+		funcIndex = 1
 	}
-	custom := append([]byte{byte(len(name))}, name...)
-	return append(append(wasm, 0x00, byte(len(custom))), custom...) // a custom section
+	wasm := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00} // magic, version
+	wasm = append(wasm, section(1, []byte{1, 0x60, 0, 0})...)      // types: () -> ()
+	if imports != nil {
+		wasm = append(wasm, section(2, imports)...)
+	}
+	wasm = append(wasm, section(3, []byte{1, 0})...)                                            // one function of type 0
+	wasm = append(wasm, section(7, append(export, 0x00, funcIndex))...)                         // its export
+	wasm = append(wasm, section(10, []byte{1, 2, 0, 0x0b})...)                                  // its code: end
+	return append(wasm, section(0, append(append([]byte{byte(len(custom))}, custom...), 1))...) // a custom section
 }
 
 // cached lists the modules in a compilation cache directory.
