@@ -14,17 +14,18 @@ import (
 	"github.com/terrarium-ai/terrarium/internal/cachedir"
 )
 
-// Engine runs plugins' WebAssembly. The default is the host's own engine on wazero;
-// package host/extismengine provides one on Extism's go-sdk, which the host used
-// before (WithEngine(extismengine.New())). Both run the same plugins, with the same
-// results, faults and limits; the host's own is several times faster and links fewer
-// dependencies (BENCHMARKS.md).
+// Engine runs plugins' WebAssembly. The default is Extism's go-sdk (package
+// host/extismengine); the host's own engine on wazero (NativeEngine) is an option.
+// Both run the same plugins, with the same results, faults and limits; the host's own
+// is several times faster, but a guest looping without calls cannot yet be preempted
+// for Go's garbage collector on it, which then stops the process (BENCHMARKS.md,
+// docs/architecture.md).
 type Engine = engine.Engine
 
-// WithEngine sets the engine that runs plugins (default NativeEngine()).
+// WithEngine sets the engine that runs plugins (default extismengine.New()).
 func WithEngine(e Engine) Option { return optionFunc(func(c *hostConfig) { c.engine = e }) }
 
-// NativeEngine returns the host's own engine, the default: the Extism kernel ABI
+// NativeEngine returns the host's own engine: the Extism kernel ABI
 // implemented on wazero directly, with guests stopped at their deadline by a check
 // compiled into every loop and function (engine_native.go).
 func NativeEngine() Engine { return nativeEngine{} }
