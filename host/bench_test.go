@@ -7,6 +7,8 @@ import (
 	"go/ast"
 	"go/constant"
 	"go/parser"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,7 +88,7 @@ func BenchmarkToolCall(b *testing.B) {
 	// wazero's CloseOnContextDone, which compiles a check into every loop and call,
 	// and a context with a deadline.
 	bare := func(b *testing.B, interruptible bool) {
-		cache, _ := wazero.NewCompilationCacheWithDir(defaultCacheDir(b))
+		cache, _ := wazero.NewCompilationCacheWithDir(bareCacheDir(b))
 		rc := wazero.NewRuntimeConfig().WithCompilationCache(cache).WithCloseOnContextDone(interruptible)
 		p, err := extism.NewPlugin(ctx, extism.Manifest{Wasm: []extism.Wasm{extism.WasmData{Data: benchWasm(b, "../plugins/calculator")}}},
 			extism.PluginConfig{
@@ -155,12 +157,15 @@ func BenchmarkColdStart(b *testing.B) {
 		}
 	})
 	warm := b.TempDir()
-	once(b, host.WithCompilationCache(warm)) // fill it
-	b.Run("cache=warm", func(b *testing.B) {
-		for b.Loop() {
-			once(b, host.WithCompilationCache(warm))
-		}
-	})
+	for _, e := range engines {
+		engine := host.WithEngine(e.engine)
+		once(b, host.WithCompilationCache(warm), engine) // fill it
+		b.Run("cache=warm/engine="+e.name, func(b *testing.B) {
+			for b.Loop() {
+				once(b, host.WithCompilationCache(warm), engine)
+			}
+		})
+	}
 }
 
 // BenchmarkConcurrentToolCalls runs tool calls from many goroutines through a pool of
@@ -181,4 +186,64 @@ func BenchmarkConcurrentToolCalls(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkEngines compares one tool call done natively in Go with the same tool as a
+// plugin through the host, on the native engine and on Extism's: the calculator, and
+// hostcheck's log (a JSON input, one host function) with 1 KiB and 1 MiB of text. The
+// variants take turns within each iteration, each going first in turn, so that the
+// load of a shared machine weighs on each alike; it reports each one's time per call
+// and the ratios between them.
+func BenchmarkEngines(b *testing.B) {
+	ctx := context.Background()
+	logNatively := agent.NewTool("log", "native log", func(ctx context.Context, in struct {
+		Text string `json:"text"`
+	}) (string, error) {
+		slog.New(slog.DiscardHandler).WarnContext(ctx, in.Text)
+		return "logged", nil
+	})
+	cases := []struct {
+		name, dir, tool string
+		input           map[string]any
+		native          agent.Tool
+	}{
+		{"calc", "../plugins/calculator", "calculator/calc", map[string]any{"expression": "(1.5 + 2) * -3 / 7"}, nativeCalc()},
+		{"log-1KiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<10)}, logNatively},
+		{"log-1MiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<20)}, logNatively},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			tools := []agent.Tool{c.native}
+			for _, e := range engines {
+				h, r := newHost(&testing.T{}, host.WithEngine(e.engine))
+				defer h.Close(ctx)
+				if _, err := h.Load(ctx, benchWasm(b, c.dir), host.Manifest{MemoryPages: 1024}); err != nil {
+					b.Fatal(err)
+				}
+				tool, err := r.LookupTool(c.tool)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tools = append(tools, tool)
+			}
+			var spent [3]time.Duration
+			for i := 0; b.Loop(); i++ {
+				for j := range tools {
+					v := (i + j) % len(tools)
+					start := time.Now()
+					if _, err := tools[v].Run(ctx, c.input); err != nil {
+						b.Fatal(err)
+					}
+					spent[v] += time.Since(start)
+				}
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(spent[0].Nanoseconds())/n/1e3, "µs/go")
+			b.ReportMetric(float64(spent[1].Nanoseconds())/n/1e3, "µs/native-engine")
+			b.ReportMetric(float64(spent[2].Nanoseconds())/n/1e3, "µs/extism-engine")
+			b.ReportMetric(float64(spent[1])/float64(spent[0]), "native-engine/go")
+			b.ReportMetric(float64(spent[2])/float64(spent[0]), "extism-engine/go")
+			b.ReportMetric(float64(spent[2])/float64(spent[1]), "extism/native")
+		})
+	}
 }

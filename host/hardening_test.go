@@ -117,10 +117,10 @@ func (l *pluginLogs) count(msg, key string) (n int, sum int64) {
 	return n, sum
 }
 
-func misbehaving(t *testing.T, m host.Manifest) (*host.Plugin, *agent.Registry, *pluginLogs) {
+func misbehaving(t *testing.T, m host.Manifest, opts ...host.Option) (*host.Plugin, *agent.Registry, *pluginLogs) {
 	t.Helper()
 	logs := newPluginLogs()
-	h, r := newHost(t, host.WithLogger(slog.New(logs)))
+	h, r := newHost(t, append(opts, host.WithLogger(slog.New(logs)))...)
 	return load(t, h, "testdata/misbehave", m), r, logs
 }
 
@@ -139,7 +139,11 @@ func seconds(s float64) host.Duration {
 // Item 1: a guest that sleeps in WASI (Go's time.Sleep, or poll_oneoff called
 // directly) is ended at its timeout, and at its caller's deadline.
 func TestSleepingPluginEndsAtItsTimeout(t *testing.T) {
-	_, r, _ := misbehaving(t, host.Manifest{Timeout: seconds(1), MaxInstances: 1})
+	forEachEngine(t, testSleepingPluginEndsAtItsTimeout)
+}
+
+func testSleepingPluginEndsAtItsTimeout(t *testing.T, engine host.Option) {
+	_, r, _ := misbehaving(t, host.Manifest{Timeout: seconds(1), MaxInstances: 1}, engine)
 	for _, tool := range []string{"sleep", "poll"} {
 		err := returns(t, tool, func() error { _, err := runTool(context.Background(), r, "misbehave/"+tool); return err })
 		if !errors.Is(err, host.ErrPluginFault) || !strings.Contains(err.Error(), "timed out after 1s") {
@@ -150,7 +154,7 @@ func TestSleepingPluginEndsAtItsTimeout(t *testing.T) {
 		t.Errorf("after the sleeps: %v, %v", out, err)
 	}
 
-	_, r, logs := misbehaving(t, host.Manifest{Timeout: seconds(600)})
+	_, r, logs := misbehaving(t, host.Manifest{Timeout: seconds(600)}, engine)
 	for _, tool := range []string{"sleep", "poll"} {
 		ctx, cancel := context.WithCancel(context.Background())
 		entered := logs.logged(map[string]string{"sleep": "sleeping", "poll": "polling"}[tool])
@@ -165,7 +169,11 @@ func TestSleepingPluginEndsAtItsTimeout(t *testing.T) {
 // Item 2: a caller that stops reading a plugin model's stream holds no instance past
 // the call's timeout, and its call fails.
 func TestStalledStreamConsumerFreesTheInstance(t *testing.T) {
-	_, r, _ := misbehaving(t, host.Manifest{Timeout: seconds(1), MaxInstances: 1})
+	forEachEngine(t, testStalledStreamConsumerFreesTheInstance)
+}
+
+func testStalledStreamConsumerFreesTheInstance(t *testing.T, engine host.Option) {
+	_, r, _ := misbehaving(t, host.Manifest{Timeout: seconds(1), MaxInstances: 1}, engine)
 	model, err := r.LookupModel("misbehave/streamer")
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +204,11 @@ func TestStalledStreamConsumerFreesTheInstance(t *testing.T) {
 // Item 3: the wait for an instance is not charged to the call: a call that waited
 // most of its timeout for a busy instance still has its whole timeout to run.
 func TestQueueTimeIsNotChargedToTheCall(t *testing.T) {
-	_, r, logs := misbehaving(t, host.Manifest{Timeout: seconds(2), MaxInstances: 1})
+	forEachEngine(t, testQueueTimeIsNotChargedToTheCall)
+}
+
+func testQueueTimeIsNotChargedToTheCall(t *testing.T, engine host.Option) {
+	_, r, logs := misbehaving(t, host.Manifest{Timeout: seconds(2), MaxInstances: 1}, engine)
 	sleep := map[string]any{"ms": 1500}
 	entered := logs.logged("sleeping")
 	first := make(chan error, 1)
@@ -214,7 +226,7 @@ func TestQueueTimeIsNotChargedToTheCall(t *testing.T) {
 	}
 
 	// A wait beyond its own bound fails with ErrNoInstance, not as the plugin's fault.
-	_, r, logs = misbehaving(t, host.Manifest{Timeout: seconds(60), MaxInstances: 1, QueueTimeout: seconds(0.2)})
+	_, r, logs = misbehaving(t, host.Manifest{Timeout: seconds(60), MaxInstances: 1, QueueTimeout: seconds(0.2)}, engine)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	entered = logs.logged("sleeping")
@@ -241,16 +253,20 @@ var loopingStart = append([]byte{
 
 // Item 4: loading is bounded: a start function that loops ends at the timeout, and a
 // schema nested 5,000 levels is refused before it is compiled.
-func TestLoadIsBounded(t *testing.T) {
-	h, _ := newHost(t)
-	err := returns(t, "loading a looping start function", func() error {
-		_, err := h.Load(context.Background(), loopingStart, host.Manifest{Timeout: seconds(1)})
-		return err
-	})
-	if !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), "timed out after 1s") {
-		t.Errorf("looping start: %v", err)
+func TestLoadIsBounded(t *testing.T) { forEachEngine(t, testLoadIsBounded) }
+
+func testLoadIsBounded(t *testing.T, engine host.Option) {
+	h, _ := newHost(t, engine)
+	if !spinsOnNative(t) {
+		err := returns(t, "loading a looping start function", func() error {
+			_, err := h.Load(context.Background(), loopingStart, host.Manifest{Timeout: seconds(1)})
+			return err
+		})
+		if !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), "timed out after 1s") {
+			t.Errorf("looping start: %v", err)
+		}
 	}
-	err = returns(t, "loading a deep schema", func() error {
+	err := returns(t, "loading a deep schema", func() error {
 		_, err := h.Load(context.Background(), wasm(t, "testdata/misbehave"), host.Manifest{Config: map[string]string{"mode": "deepschema"}})
 		return err
 	})
@@ -261,7 +277,11 @@ func TestLoadIsBounded(t *testing.T) {
 
 // Item 5: Unload lets the calls in flight finish, then closes the plugin.
 func TestUnloadLetsCallsInFlightFinish(t *testing.T) {
-	p, r, logs := misbehaving(t, host.Manifest{Timeout: seconds(60)})
+	forEachEngine(t, testUnloadLetsCallsInFlightFinish)
+}
+
+func testUnloadLetsCallsInFlightFinish(t *testing.T, engine host.Option) {
+	p, r, logs := misbehaving(t, host.Manifest{Timeout: seconds(60)}, engine)
 	entered := logs.logged("sleeping")
 	done := make(chan error, 1)
 	go func() {
@@ -284,8 +304,10 @@ func TestUnloadLetsCallsInFlightFinish(t *testing.T) {
 }
 
 // Item 6: a guest that exits (even with code 0) is discarded, not put back.
-func TestExitedInstanceIsDiscarded(t *testing.T) {
-	_, r, _ := misbehaving(t, host.Manifest{MaxInstances: 1})
+func TestExitedInstanceIsDiscarded(t *testing.T) { forEachEngine(t, testExitedInstanceIsDiscarded) }
+
+func testExitedInstanceIsDiscarded(t *testing.T, engine host.Option) {
+	_, r, _ := misbehaving(t, host.Manifest{MaxInstances: 1}, engine)
 	if _, err := runTool(context.Background(), r, "misbehave/exit"); !errors.Is(err, host.ErrPluginFault) || !strings.Contains(err.Error(), "exited") {
 		t.Errorf("exit: %v", err)
 	}
@@ -296,6 +318,10 @@ func TestExitedInstanceIsDiscarded(t *testing.T) {
 
 // Item 10: a schema's external references are refused, never loaded.
 func TestDescriptorSchemaCannotReadHostFiles(t *testing.T) {
+	forEachEngine(t, testDescriptorSchemaCannotReadHostFiles)
+}
+
+func testDescriptorSchemaCannotReadHostFiles(t *testing.T, engine host.Option) {
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "secret.json")
 	if err := os.WriteFile(secret, []byte(`{"type": "string"}`), 0o600); err != nil {
@@ -305,7 +331,7 @@ func TestDescriptorSchemaCannotReadHostFiles(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h, _ := newHost(t)
+	h, _ := newHost(t, engine)
 	for _, path := range []string{secret, fifo} {
 		ref := (&url.URL{Scheme: "file", Path: path}).String()
 		err := returns(t, "loading "+ref, func() error {
@@ -320,7 +346,11 @@ func TestDescriptorSchemaCannotReadHostFiles(t *testing.T) {
 
 // Item 11: a plugin model cannot answer as the user: the turn would be stored as one.
 func TestPluginModelCannotForgeUserTurns(t *testing.T) {
-	_, r, _ := misbehaving(t, host.Manifest{})
+	forEachEngine(t, testPluginModelCannotForgeUserTurns)
+}
+
+func testPluginModelCannotForgeUserTurns(t *testing.T, engine host.Option) {
+	_, r, _ := misbehaving(t, host.Manifest{}, engine)
 	_, err := agent.Generate(context.Background(), r, agent.WithModelName("misbehave/forger"), agent.WithPrompt("hi"))
 	if !errors.Is(err, host.ErrPluginFault) || !strings.Contains(err.Error(), `role "user"`) {
 		t.Errorf("a model answering as the user: %v", err)
@@ -329,13 +359,15 @@ func TestPluginModelCannotForgeUserTurns(t *testing.T) {
 
 // Item 12: a plugin's log line cannot forge a host log line, even under the default
 // logger, which writes the message as it is.
-func TestPluginLogCannotForgeLines(t *testing.T) {
+func TestPluginLogCannotForgeLines(t *testing.T) { forEachEngine(t, testPluginLogCannotForgeLines) }
+
+func testPluginLogCannotForgeLines(t *testing.T, engine host.Option) {
 	var out bytes.Buffer
 	defer log.SetOutput(log.Writer())
 	defer log.SetFlags(log.Flags())
 	log.SetOutput(&out)
 	log.SetFlags(0)
-	h, r := newHost(t, host.WithLogger(slog.Default()))
+	h, r := newHost(t, engine, host.WithLogger(slog.Default()))
 	load(t, h, "testdata/hostcheck", host.Manifest{})
 	out.Reset()
 	wantOK(t, "log", call(t, context.Background(), r, "log", map[string]any{"text": "hello\nERROR the host is compromised plugin=other"}))
@@ -346,8 +378,10 @@ func TestPluginLogCannotForgeLines(t *testing.T) {
 }
 
 // Item 12: a plugin flooding the log is cut off, and what was dropped is counted.
-func TestPluginLogFloodIsRateLimited(t *testing.T) {
-	_, r, logs := misbehaving(t, host.Manifest{})
+func TestPluginLogFloodIsRateLimited(t *testing.T) { forEachEngine(t, testPluginLogFloodIsRateLimited) }
+
+func testPluginLogFloodIsRateLimited(t *testing.T, engine host.Option) {
+	_, r, logs := misbehaving(t, host.Manifest{}, engine)
 	const lines = 2_000
 	if _, err := runWith(context.Background(), r, "misbehave/logflood", map[string]any{"lines": lines, "text": "flood"}); err != nil {
 		t.Fatal(err)
@@ -401,13 +435,17 @@ func hostPort(s *httptest.Server) string { u, _ := url.Parse(s.URL); return u.Ho
 // Item 7: a secret goes only to its hosts, in its header, and never across a redirect
 // to another origin.
 func TestSecretsAreBoundToHostsAndHeader(t *testing.T) {
+	forEachEngine(t, testSecretsAreBoundToHostsAndHeader)
+}
+
+func testSecretsAreBoundToHostsAndHeader(t *testing.T, engine host.Option) {
 	other := newHTTPProbe(t, nil)
 	api := newHTTPProbe(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/away" {
 			http.Redirect(w, r, other.URL+"/landed", http.StatusFound)
 		}
 	})
-	h, r := newHost(t)
+	h, r := newHost(t, engine)
 	load(t, h, "testdata/hostcheck", host.Manifest{
 		HTTP: []string{hostPort(api.Server), hostPort(other.Server)},
 		Secrets: map[string]host.Secret{
@@ -441,15 +479,17 @@ func TestSecretsAreBoundToHostsAndHeader(t *testing.T) {
 
 // Item 7: a manifest naming no hosts for a secret binds it to the one granted host;
 // with several granted hosts it must name them.
-func TestSecretWithoutHosts(t *testing.T) {
+func TestSecretWithoutHosts(t *testing.T) { forEachEngine(t, testSecretWithoutHosts) }
+
+func testSecretWithoutHosts(t *testing.T, engine host.Option) {
 	api := newHTTPProbe(t, nil)
-	h, r := newHost(t)
+	h, r := newHost(t, engine)
 	load(t, h, "testdata/hostcheck", host.Manifest{HTTP: []string{hostPort(api.Server)}, Secrets: map[string]host.Secret{"TOKEN": {Value: "s3cret"}}})
 	wantOK(t, "the one granted host", call(t, context.Background(), r, "http", map[string]any{"url": api.URL, "headers": map[string]string{"Authorization": "{{secret:TOKEN}}"}}))
 	if !api.saw("s3cret") {
 		t.Error("the secret did not reach the one granted host")
 	}
-	h, _ = newHost(t)
+	h, _ = newHost(t, engine)
 	_, err := h.Load(context.Background(), wasm(t, "testdata/hostcheck"), host.Manifest{HTTP: []string{"a.example", "b.example"}, Secrets: map[string]host.Secret{"TOKEN": {Value: "s3cret"}}})
 	if !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), `secret "TOKEN"`) {
 		t.Errorf("a secret without hosts, two hosts granted: %v", err)
@@ -457,7 +497,9 @@ func TestSecretWithoutHosts(t *testing.T) {
 }
 
 // Item 8: a grant without a port reaches the scheme's default port only.
-func TestGrantsHavePorts(t *testing.T) {
+func TestGrantsHavePorts(t *testing.T) { forEachEngine(t, testGrantsHavePorts) }
+
+func testGrantsHavePorts(t *testing.T, engine host.Option) {
 	api := newHTTPProbe(t, nil)
 	for _, tc := range []struct {
 		grant string
@@ -467,7 +509,7 @@ func TestGrantsHavePorts(t *testing.T) {
 		{hostPort(api.Server), true},
 		{"127.0.0.1:1", false},
 	} {
-		h, r := newHost(t)
+		h, r := newHost(t, engine)
 		load(t, h, "testdata/hostcheck", host.Manifest{HTTP: []string{tc.grant}})
 		res := call(t, context.Background(), r, "http", map[string]any{"url": api.URL})
 		if tc.ok {
@@ -482,12 +524,16 @@ func TestGrantsHavePorts(t *testing.T) {
 // function is told (the function fails), returns, and keeps its instance, so a retry
 // after an attempt's timeout finds it warm.
 func TestCallerGivingUpKeepsTheInstance(t *testing.T) {
+	forEachEngine(t, testCallerGivingUpKeepsTheInstance)
+}
+
+func testCallerGivingUpKeepsTheInstance(t *testing.T, engine host.Option) {
 	arrived := make(chan struct{})
 	api := newHTTPProbe(t, func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
 		<-r.Context().Done() // until the client gives up
 	})
-	h, r := newHost(t)
+	h, r := newHost(t, engine)
 	p := load(t, h, "testdata/hostcheck", host.Manifest{HTTP: []string{hostPort(api.Server)}, MaxInstances: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-arrived; cancel() }()

@@ -13,18 +13,17 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/tetratelabs/wazero"
-
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/host/extismengine"
+	"github.com/terrarium-ai/terrarium/host/internal/engine"
 	"github.com/terrarium-ai/terrarium/internal/schema"
 )
 
@@ -69,8 +68,8 @@ func (e *CallError) Unwrap() error { return e.Err }
 // instances, sharing the compiled modules.
 type Host struct {
 	reg       *agent.Registry
-	eng       engine
-	cache     wazero.CompilationCache
+	eng       Engine
+	cache     *compileCache // nil: none
 	log       *slog.Logger
 	transport http.RoundTripper
 	// trustedKeys, when any, are the keys every plugin must be signed by one of.
@@ -111,6 +110,8 @@ func (f optionFunc) apply(c *hostConfig) { f(c) }
 type hostConfig struct {
 	cacheDir       string
 	noCache        bool
+	cacheLimit     int64
+	engine         Engine
 	log            *slog.Logger
 	transport      http.RoundTripper
 	trustedKeys    []ed25519.PublicKey
@@ -120,9 +121,16 @@ type hostConfig struct {
 
 // WithCompilationCache keeps compiled plugins in dir, so a plugin compiled once (by this
 // process or an earlier one) loads in milliseconds. An empty dir turns the cache off.
-// The default is terrarium/wazero under the user's cache directory.
+// The default is terrarium/compiled under the user's cache directory. Processes may
+// share the directory.
 func WithCompilationCache(dir string) Option {
 	return optionFunc(func(c *hostConfig) { c.cacheDir, c.noCache = dir, dir == "" })
+}
+
+// WithCompilationCacheLimit keeps the compilation cache under n bytes (default
+// DefaultCompilationCacheLimit), removing the plugins loaded least recently.
+func WithCompilationCacheLimit(n int64) Option {
+	return optionFunc(func(c *hostConfig) { c.cacheLimit = n })
 }
 
 // WithLogger sets the logger for the host and for plugins' log calls (default
@@ -147,26 +155,26 @@ func New(r *agent.Registry, opts ...Option) (*Host, error) {
 	if cfg.transport == nil {
 		cfg.transport = http.DefaultTransport
 	}
-	h := &Host{reg: r, log: cfg.log, transport: cfg.transport, trustedKeys: cfg.trustedKeys,
+	if cfg.engine == nil {
+		cfg.engine = extismengine.New()
+	}
+	if cfg.cacheLimit == 0 {
+		cfg.cacheLimit = DefaultCompilationCacheLimit
+	}
+	h := &Host{reg: r, eng: cfg.engine, log: cfg.log, transport: cfg.transport, trustedKeys: cfg.trustedKeys,
 		lenientOutputs: cfg.lenientOutputs, observe: cfg.observe, plugins: map[string]*Plugin{},
 		modules: map[moduleKey]*sharedModule{}, views: map[string]*Host{}}
 	h.root = h
 	if !cfg.noCache {
 		dir := cfg.cacheDir
 		if dir == "" {
-			base, err := os.UserCacheDir()
-			if err != nil {
-				return nil, fmt.Errorf("host: no user cache directory for the compilation cache (use WithCompilationCache): %w", err)
+			var err error
+			if dir, err = defaultCacheDir(); err != nil {
+				return nil, fmt.Errorf("host: %w", err)
 			}
-			dir = filepath.Join(base, "terrarium", "wazero")
 		}
-		cache, err := wazero.NewCompilationCacheWithDir(dir)
-		if err != nil {
-			return nil, fmt.Errorf("host: compilation cache in %s: %w", dir, err)
-		}
-		h.cache = cache
+		h.cache = newCompileCache(dir, cfg.cacheLimit)
 	}
-	h.eng = &extismEngine{cache: h.cache}
 	return h, nil
 }
 
@@ -196,7 +204,7 @@ func (h *Host) Close(ctx context.Context) error {
 		return errors.Join(errs...)
 	}
 	if h.cache != nil {
-		errs = append(errs, h.cache.Close(ctx))
+		errs = append(errs, h.cache.close(ctx))
 	}
 	return errors.Join(errs...)
 }
@@ -352,7 +360,10 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 	m.Secrets = h.secretValues(m.Secrets)
 	p.manifest = m
 
-	mod, release, err := h.compile(ctx, wasm, p.sha256, moduleConfig{memoryPages: m.MemoryPages, hostFuncs: h.root.hostFuncs()})
+	// Instances that serve one session each are reset rather than made anew when the
+	// engine can: they keep a snapshot of their state before any session's call.
+	cfg := engine.ModuleConfig{MemoryPages: m.MemoryPages, HostFuncs: h.root.hostFuncs(), Resettable: m.Isolation == IsolationSession}
+	mod, release, err := h.compile(ctx, wasm, p.sha256, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("host: %w: compiling: %w", ErrLoad, err)
 	}
@@ -387,7 +398,7 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 // the manifest's timeout, as a call is. It returns the description.
 func (p *Plugin) start(ctx context.Context) (instance, []byte, error) {
 	ictx, cancel := context.WithTimeoutCause(ctx, p.manifest.Timeout.Duration, errTimedOut)
-	inst, err := p.module.instantiate(ictx)
+	inst, err := p.module.Instantiate(ictx)
 	if err != nil {
 		err = p.fault(ictx, "instantiating", err)
 	}
@@ -395,20 +406,20 @@ func (p *Plugin) start(ctx context.Context) (instance, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if !p.module.hasExport(plugin.ExportDescribe) {
-		inst.close(context.Background())
+	if !p.module.HasExport(plugin.ExportDescribe) {
+		inst.Close(context.Background())
 		return nil, nil, fmt.Errorf("it does not export %s: not a Terrarium plugin", plugin.ExportDescribe)
 	}
 	b := &binding{plugin: p}
 	ctx, cancel = context.WithTimeoutCause(context.WithValue(ctx, bindingKey{}, b), p.manifest.Timeout.Duration, errTimedOut)
 	defer cancel()
 	b.ctx = ctx
-	out, err := inst.call(ctx, plugin.ExportDescribe, nil)
+	out, err := inst.Call(ctx, plugin.ExportDescribe, nil)
 	if err != nil {
-		inst.close(context.Background())
+		inst.Close(context.Background())
 		var pe *pluginError
 		if errors.As(err, &pe) {
-			return nil, nil, &CallError{Plugin: p.desc.Name, Export: plugin.ExportDescribe, Err: plugin.DecodeError(pe.msg)}
+			return nil, nil, &CallError{Plugin: p.desc.Name, Export: plugin.ExportDescribe, Err: plugin.DecodeError(pe.Msg)}
 		}
 		return nil, nil, &CallError{Plugin: p.desc.Name, Export: plugin.ExportDescribe, Err: p.fault(ctx, "", err)}
 	}
@@ -445,7 +456,7 @@ func (p *Plugin) checkExports() error {
 		{"tools", len(p.desc.Tools) > 0, plugin.ExportCallTool},
 		{"handlers", len(p.desc.Handlers) > 0, plugin.ExportHandle},
 	} {
-		if k.declared && !p.module.hasExport(k.export) {
+		if k.declared && !p.module.HasExport(k.export) {
 			return fmt.Errorf("plugin %s declares %s but does not export %s", p.desc.Name, k.kind, k.export)
 		}
 	}
@@ -588,7 +599,7 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	guest, endGuest := guestContext(ctx, b)
 	defer endGuest()
 	start := time.Now()
-	out, err := e.inst.call(guest, export, input)
+	out, err := e.inst.Call(guest, export, input)
 	ran = time.Since(start)
 	b.closeHTTP()
 	var pe *pluginError
@@ -603,7 +614,7 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	case b.stalled && timedOut:
 		return nil, cerr(fmt.Errorf("the caller did not take the streamed chunks before the call's deadline: %w", context.DeadlineExceeded))
 	case reported:
-		return nil, cerr(plugin.DecodeError(pe.msg))
+		return nil, cerr(plugin.DecodeError(pe.Msg))
 	case err != nil:
 		return nil, cerr(p.fault(ctx, "", err))
 	case len(out) > maxOutputBytes:

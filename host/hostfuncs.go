@@ -8,6 +8,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/host/internal/engine"
 )
 
 // binding is what a call is bound to: the plugin, the session (nil outside a session
@@ -63,13 +64,21 @@ func failErr(err error) []byte {
 	return append([]byte{plugin.ResultError}, b...)
 }
 
+// hostFunc is one function of terrarium:host/v1: its name, its number of i64
+// parameters, and its body, which returns the result block to hand back.
+type hostFunc struct {
+	name   string
+	params int
+	fn     func(ctx context.Context, c hostCall, args []uint64) []byte
+}
+
 // hostFuncs defines terrarium:host/v1. Each function reads its binding, checks the
 // plugin's grant, and acts on the bound session only, under the call's context.
-func (h *Host) hostFuncs() []hostFunc {
-	funcs := h.hostFuncList()
-	for i := range funcs {
-		fn, name := funcs[i].fn, funcs[i].name
-		funcs[i].fn = func(ctx context.Context, c *hostCall, args []uint64) []byte {
+func (h *Host) hostFuncs() []engine.HostFunc {
+	var funcs []engine.HostFunc
+	for _, f := range h.hostFuncList() {
+		fn, name := f.fn, f.name
+		funcs = append(funcs, engine.HostFunc{Name: f.name, Params: f.params, Fn: func(ctx context.Context, c hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
 			if b.ctx != nil {
 				ctx = b.ctx
@@ -78,7 +87,7 @@ func (h *Host) hostFuncs() []hostFunc {
 				h.observe(b.plugin.desc.Name, name)
 			}
 			return fn(ctx, c, args)
-		}
+		}})
 	}
 	return funcs
 }
@@ -87,18 +96,18 @@ func (h *Host) hostFuncList() []hostFunc {
 	return []hostFunc{
 		// A session's ID is a handle on the user's conversation (it names its
 		// snapshots): it takes the same grant as reading the session.
-		{plugin.FnSessionID, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		{plugin.FnSessionID, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
 			return ok([]byte(b.session.ID()))
 		})},
-		{plugin.FnStateGet, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		{plugin.FnStateGet, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
 			data, err := b.session.CustomJSON()
 			if err != nil {
 				return fail(abi.CodeInternal, "encoding the state: %v", err)
 			}
 			return ok(data)
 		})},
-		{plugin.FnStateSet, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
-			data, err := c.read(args[0])
+		{plugin.FnStateSet, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
+			data, err := c.Read(args[0])
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the state: %v", err)
 			}
@@ -107,14 +116,14 @@ func (h *Host) hostFuncList() []hostFunc {
 			}
 			return ok(nil)
 		})},
-		{plugin.FnMessagesGet, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		{plugin.FnMessagesGet, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
 			data, err := json.Marshal(b.session.Messages())
 			if err != nil {
 				return fail(abi.CodeInternal, "encoding the messages: %v", err)
 			}
 			return ok(data)
 		})},
-		{plugin.FnMessagesAppend, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		{plugin.FnMessagesAppend, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
 			msgs, res := readMessages(c, args[0])
 			if res != nil {
 				return res
@@ -122,7 +131,7 @@ func (h *Host) hostFuncList() []hostFunc {
 			b.session.AddMessages(msgs...)
 			return ok(nil)
 		})},
-		{plugin.FnMessagesSet, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
+		{plugin.FnMessagesSet, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
 			msgs, res := readMessages(c, args[0])
 			if res != nil {
 				return res
@@ -130,8 +139,8 @@ func (h *Host) hostFuncList() []hostFunc {
 			b.session.SetMessages(msgs)
 			return ok(nil)
 		})},
-		{plugin.FnArtifactAdd, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte {
-			data, err := c.read(args[0])
+		{plugin.FnArtifactAdd, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
+			data, err := c.Read(args[0])
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the artifact: %v", err)
 			}
@@ -142,9 +151,9 @@ func (h *Host) hostFuncList() []hostFunc {
 			b.session.AddArtifact(&a)
 			return ok(nil)
 		})},
-		{plugin.FnStream, 1, func(ctx context.Context, c *hostCall, args []uint64) []byte {
+		{plugin.FnStream, 1, func(ctx context.Context, c hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
-			data, err := c.read(args[0])
+			data, err := c.Read(args[0])
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the chunk: %v", err)
 			}
@@ -159,9 +168,9 @@ func (h *Host) hostFuncList() []hostFunc {
 			}
 			return ok(nil)
 		}},
-		{plugin.FnConfigGet, 1, func(ctx context.Context, c *hostCall, args []uint64) []byte {
+		{plugin.FnConfigGet, 1, func(ctx context.Context, c hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
-			key, err := c.read(args[0])
+			key, err := c.Read(args[0])
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the key: %v", err)
 			}
@@ -171,9 +180,9 @@ func (h *Host) hostFuncList() []hostFunc {
 			}
 			return ok([]byte(v))
 		}},
-		{plugin.FnSecretGet, 1, func(ctx context.Context, c *hostCall, args []uint64) []byte {
+		{plugin.FnSecretGet, 1, func(ctx context.Context, c hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
-			name, err := c.read(args[0])
+			name, err := c.Read(args[0])
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the name: %v", err)
 			}
@@ -186,9 +195,9 @@ func (h *Host) hostFuncList() []hostFunc {
 		{plugin.FnHTTPRequest, 2, h.httpRequest},
 		{plugin.FnHTTPRead, 2, h.httpRead},
 		{plugin.FnHTTPClose, 1, h.httpClose},
-		{plugin.FnLog, 2, func(ctx context.Context, c *hostCall, args []uint64) []byte {
+		{plugin.FnLog, 2, func(ctx context.Context, c hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
-			msg, err := c.read(args[1])
+			msg, err := c.Read(args[1])
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the message: %v", err)
 			}
@@ -210,8 +219,8 @@ func bindingOf(ctx context.Context) *binding {
 
 // withSession guards a session function: the call must be bound to a session and the
 // manifest must grant the access the function needs.
-func withSession(need plugin.StateAccess, fn func(ctx context.Context, b *binding, c *hostCall, args []uint64) []byte) func(context.Context, *hostCall, []uint64) []byte {
-	return func(ctx context.Context, c *hostCall, args []uint64) []byte {
+func withSession(need plugin.StateAccess, fn func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte) func(context.Context, hostCall, []uint64) []byte {
+	return func(ctx context.Context, c hostCall, args []uint64) []byte {
 		b := bindingOf(ctx)
 		if !b.plugin.manifest.State.Allows(need) {
 			return fail(abi.CodePermissionDenied, "state access %q is not granted (the manifest grants %q)", need, b.plugin.manifest.State)
@@ -223,8 +232,8 @@ func withSession(need plugin.StateAccess, fn func(ctx context.Context, b *bindin
 	}
 }
 
-func readMessages(c *hostCall, off uint64) ([]*abi.Message, []byte) {
-	data, err := c.read(off)
+func readMessages(c hostCall, off uint64) ([]*abi.Message, []byte) {
+	data, err := c.Read(off)
 	if err != nil {
 		return nil, fail(abi.CodeInvalidInput, "reading the messages: %v", err)
 	}

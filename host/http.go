@@ -84,10 +84,10 @@ func (m Manifest) withSecrets(header, value string, u *url.URL) (string, error) 
 
 // httpRequest implements http_request(request, body): it sends the request through the
 // host and returns the response head; the body is read with http_read.
-func (h *Host) httpRequest(ctx context.Context, c *hostCall, args []uint64) []byte {
+func (h *Host) httpRequest(ctx context.Context, c hostCall, args []uint64) []byte {
 	b := bindingOf(ctx)
 	m := b.plugin.manifest
-	raw, err := c.read(args[0])
+	raw, err := c.Read(args[0])
 	if err != nil {
 		return fail(abi.CodeInvalidInput, "reading the request: %v", err)
 	}
@@ -107,7 +107,7 @@ func (h *Host) httpRequest(ctx context.Context, c *hostCall, args []uint64) []by
 	}
 	var body io.Reader
 	if args[1] != 0 {
-		data, err := c.read(args[1])
+		data, err := c.Read(args[1])
 		if err != nil {
 			return fail(abi.CodeInvalidInput, "reading the body: %v", err)
 		}
@@ -158,7 +158,7 @@ func (h *Host) httpRequest(ctx context.Context, c *hostCall, args []uint64) []by
 
 // httpRead implements http_read(handle, max): the next bytes of a response body, at
 // least one unless the body has ended.
-func (h *Host) httpRead(ctx context.Context, c *hostCall, args []uint64) []byte {
+func (h *Host) httpRead(ctx context.Context, c hostCall, args []uint64) []byte {
 	b := bindingOf(ctx)
 	r := b.http.open[int64(args[0])]
 	if r == nil {
@@ -191,7 +191,7 @@ func (h *Host) httpRead(ctx context.Context, c *hostCall, args []uint64) []byte 
 }
 
 // httpClose implements http_close(handle).
-func (h *Host) httpClose(ctx context.Context, c *hostCall, args []uint64) []byte {
+func (h *Host) httpClose(ctx context.Context, c hostCall, args []uint64) []byte {
 	b := bindingOf(ctx)
 	r := b.http.open[int64(args[0])]
 	if r == nil {

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/tetratelabs/wazero"
-
 	"github.com/terrarium-ai/terrarium/abi/plugin"
+	"github.com/terrarium-ai/terrarium/host/internal/instrument"
 )
 
 // Inspection is what a plugin is, without loading it: its size and hash, the functions
@@ -30,25 +29,9 @@ type Inspection struct {
 // means the module could not even be compiled.
 func (h *Host) Inspect(ctx context.Context, wasm []byte, m Manifest) (*Inspection, error) {
 	in := &Inspection{Size: len(wasm)}
-	// The module's interface, from wazero directly: Extism's compiled plugin does not
-	// expose its imports. The runtime is configured as the engine's, so a compilation
-	// cached by either serves both.
-	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true)
-	if h.cache != nil {
-		rc = rc.WithCompilationCache(h.cache)
-	}
-	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	defer rt.Close(ctx)
-	cm, err := rt.CompileModule(ctx, wasm)
-	if err != nil {
+	var err error
+	if in.Imports, in.Exports, err = instrument.Interface(wasm); err != nil {
 		return nil, fmt.Errorf("host: not a WebAssembly module: %w", err)
-	}
-	for _, f := range cm.ImportedFunctions() {
-		mod, name, _ := f.Import()
-		in.Imports = append(in.Imports, mod+"."+name)
-	}
-	for name := range cm.ExportedFunctions() {
-		in.Exports = append(in.Exports, name)
 	}
 	slices.Sort(in.Imports)
 	slices.Sort(in.Exports)

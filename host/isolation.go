@@ -1,10 +1,6 @@
 package host
 
-import (
-	"context"
-	"errors"
-	"fmt"
-)
+import "context"
 
 // Isolation says which calls one instance of a plugin may serve. A plugin's own memory
 // (its global variables) lives as long as its instance: under pooled isolation what one
@@ -44,13 +40,4 @@ func (p *Plugin) claim(ctx context.Context, b *binding) claim {
 		c.session = b.session
 	}
 	return c
-}
-
-// reset implements instance. Extism cannot put an instance back as it was: a Go
-// guest's mutable globals (its stack pointer among them) are not exported, and the
-// kernel keeps state of its own beside the guest's memory. So the pool makes a new
-// instance instead; an engine that owns its instances' memory and globals can do
-// better.
-func (i *extismInstance) reset(context.Context) error {
-	return fmt.Errorf("the Extism engine cannot reset an instance: %w", errors.ErrUnsupported)
 }

@@ -178,12 +178,12 @@ func (p *pool) grow(victim *pooled) <-chan error {
 	go func() {
 		defer p.busy.Done()
 		if victim != nil {
-			if err := victim.inst.reset(p.ctx); err == nil {
+			if err := victim.inst.Reset(p.ctx); err == nil {
 				p.add(&pooled{inst: victim.inst})
 				made <- nil
 				return
 			}
-			victim.inst.close(context.Background())
+			victim.inst.Close(context.Background())
 		}
 		inst, err := p.start(p.ctx)
 		if err != nil {
@@ -202,7 +202,7 @@ func (p *pool) grow(victim *pooled) <-chan error {
 func (p *pool) put(e *pooled, c claim, broken bool) {
 	defer p.busy.Done()
 	if broken || c.isolated && c.session == nil {
-		e.inst.close(context.Background())
+		e.inst.Close(context.Background())
 		p.free()
 		return
 	}
@@ -218,7 +218,7 @@ func (p *pool) add(e *pooled) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		e.inst.close(context.Background())
+		e.inst.Close(context.Background())
 		p.live--
 		return
 	}
@@ -250,7 +250,7 @@ func (p *pool) warm(inst instance) {
 	}
 	p.mu.Unlock()
 	if !room {
-		inst.close(context.Background())
+		inst.Close(context.Background())
 		return
 	}
 	p.add(&pooled{inst: inst})
@@ -269,7 +269,7 @@ func (p *pool) close(ctx context.Context) error {
 	p.mu.Unlock()
 	p.cancel()
 	for _, e := range idle {
-		e.inst.close(context.Background())
+		e.inst.Close(context.Background())
 	}
 	finished := make(chan struct{})
 	go func() {

@@ -14,12 +14,12 @@ type fakeInstance struct {
 	closed   atomic.Bool
 }
 
-func (f *fakeInstance) call(context.Context, string, []byte) ([]byte, error) { return nil, nil }
-func (f *fakeInstance) close(context.Context) error {
+func (f *fakeInstance) Call(context.Context, string, []byte) ([]byte, error) { return nil, nil }
+func (f *fakeInstance) Close(context.Context) error {
 	f.closed.Store(true)
 	return nil
 }
-func (f *fakeInstance) reset(context.Context) error {
+func (f *fakeInstance) Reset(context.Context) error {
 	if !f.canReset {
 		return errors.ErrUnsupported
 	}

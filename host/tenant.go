@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/host/internal/engine"
 )
 
 // Gate admits the plugin calls of a tenant view and learns what each cost: a tenant's
@@ -109,6 +110,7 @@ func (h *Host) secretValues(secrets map[string]Secret) map[string]Secret {
 type moduleKey struct {
 	sha256      string
 	memoryPages uint32
+	resettable  bool
 }
 
 // sharedModule is a module the host and its views share, closed with its last user.
@@ -120,9 +122,9 @@ type sharedModule struct {
 // compile returns the module of wasm (whose hex SHA-256 is sum) compiled with cfg,
 // compiling it unless the host or a view did already, and the function that gives it
 // back.
-func (h *Host) compile(ctx context.Context, wasm []byte, sum string, cfg moduleConfig) (module, func(), error) {
+func (h *Host) compile(ctx context.Context, wasm []byte, sum string, cfg engine.ModuleConfig) (module, func(), error) {
 	r := h.root
-	key := moduleKey{sum, cfg.memoryPages}
+	key := moduleKey{sum, cfg.MemoryPages, cfg.Resettable}
 	r.modMu.Lock()
 	sm := r.modules[key]
 	if sm != nil {
@@ -132,7 +134,13 @@ func (h *Host) compile(ctx context.Context, wasm []byte, sum string, cfg moduleC
 	if sm == nil {
 		// Compiling takes long: two views loading one module at once may both compile
 		// it, and the second keeps the first's.
-		m, err := r.eng.compile(ctx, wasm, cfg)
+		if r.cache != nil {
+			var err error
+			if cfg.Cache, cfg.CacheDir, err = r.cache.forModule(r.eng.Name(), sum); err != nil {
+				return nil, nil, err
+			}
+		}
+		m, err := r.eng.Compile(ctx, wasm, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -147,7 +155,7 @@ func (h *Host) compile(ctx context.Context, wasm []byte, sum string, cfg moduleC
 		}
 		r.modMu.Unlock()
 		if dup != nil {
-			m.close(context.Background())
+			m.Close(context.Background())
 		}
 	}
 	var once sync.Once
@@ -161,7 +169,7 @@ func (h *Host) compile(ctx context.Context, wasm []byte, sum string, cfg moduleC
 			}
 			r.modMu.Unlock()
 			if last {
-				sm.module.close(context.Background())
+				sm.module.Close(context.Background())
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
+
+	"github.com/terrarium-ai/terrarium/internal/cachedir"
 )
 
 // buildFlags are the flags of every build; they are part of the cache key.
@@ -139,8 +141,7 @@ func build(ctx context.Context, dir string, o options) (string, error) {
 	}
 	out := filepath.Join(o.cacheDir, filepath.Base(dir)+"-"+key[:32]+".wasm")
 	if _, err := os.Stat(out); err == nil {
-		now := time.Now()
-		os.Chtimes(out, now, now) // used: the last to be evicted
+		cachedir.Touch(out) // used: the last to be evicted
 		return out, nil
 	}
 	if err := os.MkdirAll(o.cacheDir, 0o755); err != nil {
@@ -165,51 +166,11 @@ func build(ctx context.Context, dir string, o options) (string, error) {
 	if err := os.Rename(tmpOut, out); err != nil {
 		return "", fmt.Errorf("pluginbuild: %w", err)
 	}
-	if err := prune(o.cacheDir, o.cacheLimit, out); err != nil {
+	isModule := func(e fs.DirEntry) bool { return !e.IsDir() && strings.HasSuffix(e.Name(), ".wasm") }
+	if err := cachedir.Prune(o.cacheDir, o.cacheLimit, out, isModule); err != nil {
 		return "", fmt.Errorf("pluginbuild: pruning the cache: %w", err)
 	}
 	return out, nil
-}
-
-// prune removes the modules of dir used least recently (by modification time, which a
-// cache hit renews) until the rest fit in limit bytes; keep, just built, stays.
-func prune(dir string, limit int64, keep string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	type module struct {
-		path string
-		size int64
-		used time.Time
-	}
-	var mods []module
-	var total int64
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".wasm") {
-			continue
-		}
-		info, err := e.Info()
-		if err != nil {
-			continue // removed meanwhile by another process
-		}
-		mods = append(mods, module{filepath.Join(dir, e.Name()), info.Size(), info.ModTime()})
-		total += info.Size()
-	}
-	sort.Slice(mods, func(i, j int) bool { return mods[i].used.Before(mods[j].used) })
-	for _, m := range mods {
-		if total <= limit {
-			break
-		}
-		if m.path == keep {
-			continue
-		}
-		if err := os.Remove(m.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		total -= m.size
-	}
-	return nil
 }
 
 // wasmEnv is the environment of the go commands: this process's, for wasip1/wasm.

@@ -1,0 +1,427 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/terrarium-ai/terrarium/host/internal/engine"
+	"github.com/terrarium-ai/terrarium/host/internal/instrument"
+)
+
+// nativeEngine runs plugins on wazero with the Extism kernel ABI implemented here
+// (engine_kernel.go) rather than by Extism's go-sdk: kernel calls cost a function call
+// instead of a trip through Go, host functions allocate nothing of their own, and a
+// plugin's error is a value, not a string to compare.
+//
+// A guest is stopped at its deadline by the check the instrument package compiles
+// into every function entry and loop header (a load and a branch): when the call's
+// context ends, the instance's stop global is set and the guest traps at its next
+// check. wazero's own close-on-context-done checks, an exit to Go at each of those
+// places and a goroutine per call, are off.
+type nativeEngine struct{}
+
+func (nativeEngine) Name() string { return "native" }
+
+// preparedFile is the instrumented module's file in the module's cache directory.
+const preparedFile = "native.wasm"
+
+func (nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.ModuleConfig) (engine.Module, error) {
+	prepared, err := prepare(wasm, cfg.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	rc := wazero.NewRuntimeConfig().WithMemoryLimitPages(cfg.MemoryPages)
+	if cfg.Cache != nil {
+		rc = rc.WithCompilationCache(cfg.Cache)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	m := &nativeModule{rt: rt, resettable: cfg.Resettable, live: map[*nativeInstance]struct{}{}}
+	fail := func(err error) (engine.Module, error) {
+		rt.Close(context.Background())
+		return nil, err
+	}
+	if m.guest, err = rt.CompileModule(ctx, prepared.Wasm); err != nil {
+		return fail(err)
+	}
+	if err := checkImports(m.guest, cfg.HostFuncs); err != nil {
+		return fail(err)
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		return fail(err)
+	}
+	if err := instantiateKernelGo(ctx, rt); err != nil {
+		return fail(err)
+	}
+	if err := instantiateHostFuncs(ctx, rt, cfg.HostFuncs); err != nil {
+		return fail(err)
+	}
+	if m.kernel, err = rt.CompileModule(ctx, kernelWasm()); err != nil {
+		return fail(err)
+	}
+	m.globals = prepared.GlobalExports
+	return m, nil
+}
+
+// prepare instruments a module (package instrument), or reads the instrumented module
+// an earlier run kept in dir.
+func prepare(wasm []byte, dir string) (*instrument.Result, error) {
+	path := filepath.Join(dir, preparedFile)
+	if dir != "" {
+		if b, err := os.ReadFile(path); err == nil {
+			if res, err := instrument.Describe(b); err == nil {
+				return res, nil
+			}
+		}
+	}
+	res, err := instrument.Rewrite(wasm)
+	if err != nil {
+		return nil, err
+	}
+	if dir != "" {
+		// Written whole or not at all: another process may be reading it.
+		if tmp, err := os.CreateTemp(dir, preparedFile+".*"); err == nil {
+			_, werr := tmp.Write(res.Wasm)
+			if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
+				os.Remove(tmp.Name())
+			}
+		}
+	}
+	return res, nil
+}
+
+// checkImports refuses a module importing what the engine does not provide, naming
+// it (wazero would only say that a module is missing, at instantiation).
+func checkImports(compiled wazero.CompiledModule, funcs []engine.HostFunc) error {
+	kernel := map[string]bool{}
+	for _, f := range kernelGoFuncs {
+		kernel[f.name] = true
+	}
+	for _, f := range kernelWasmFuncs {
+		kernel[f.name] = true
+	}
+	host := map[string]bool{}
+	for _, f := range funcs {
+		host[f.Name] = true
+	}
+	for _, def := range compiled.ImportedFunctions() {
+		module, name, _ := def.Import()
+		switch {
+		case module == wasi_snapshot_preview1.ModuleName:
+		case module == kernelModule && kernel[name], module == engine.HostModule && host[name]:
+		case module == kernelModule:
+			return fmt.Errorf("it imports %s %s, which is not part of the kernel ABI (abi/ABI.md, section 1)", module, name)
+		case module == engine.HostModule:
+			return fmt.Errorf("it imports %s %s, which this host does not provide", module, name)
+		default:
+			return fmt.Errorf("it imports %s from module %s, which the host does not provide", name, module)
+		}
+	}
+	if len(compiled.ImportedMemories()) > 0 {
+		return errors.New("it imports a memory; a plugin defines its own")
+	}
+	return nil
+}
+
+// instantiateHostFuncs registers the host functions in rt. Each runs on the kernel of
+// the instance calling it (instanceOf), and hands back its result in a new block.
+func instantiateHostFuncs(ctx context.Context, rt wazero.Runtime, funcs []engine.HostFunc) error {
+	b := rt.NewHostModuleBuilder(engine.HostModule)
+	for _, hf := range funcs {
+		params := make([]api.ValueType, hf.Params)
+		for i := range params {
+			params[i] = api.ValueTypeI64
+		}
+		fn, n, name := hf.Fn, hf.Params, hf.Name
+		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, stack []uint64) {
+			k := &instanceOf(ctx).kernel
+			off, err := k.write(fn(ctx, k, stack[:n]))
+			if err != nil {
+				// Nothing can be handed back: the guest's blocks fill its memory.
+				panic(fmt.Errorf("host function %s: writing the result: %w", name, err))
+			}
+			stack[0] = off
+		}), params, []api.ValueType{api.ValueTypeI64}).Export(hf.Name)
+	}
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+type instanceKey struct{}
+
+// instanceOf returns the instance whose call ctx is the context of.
+func instanceOf(ctx context.Context) *nativeInstance {
+	return ctx.Value(instanceKey{}).(*nativeInstance)
+}
+
+type nativeModule struct {
+	rt         wazero.Runtime
+	guest      wazero.CompiledModule
+	kernel     wazero.CompiledModule
+	globals    []string // the exports of the guest's mutable globals
+	resettable bool
+
+	mu     sync.Mutex
+	live   map[*nativeInstance]struct{}
+	closed bool
+}
+
+func (m *nativeModule) HasExport(name string) bool {
+	_, ok := m.guest.ExportedFunctions()[name]
+	return ok
+}
+
+// Close stops the instances still running and closes the runtime, and with it every
+// instance.
+func (m *nativeModule) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	for i := range m.live {
+		i.halt()
+	}
+	m.mu.Unlock()
+	return m.rt.Close(ctx)
+}
+
+func (m *nativeModule) Instantiate(ctx context.Context) (engine.Instance, error) {
+	i := &nativeInstance{module: m, stderr: &engine.TailBuffer{Max: 4096}, life: &engine.Lifetime{}}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, errors.New("the plugin is unloaded")
+	}
+	m.live[i] = struct{}{}
+	m.mu.Unlock()
+	if err := i.instantiate(ctx); err != nil {
+		i.Close(context.Background())
+		return nil, err
+	}
+	return i, nil
+}
+
+// nativeInstance is an instance of a guest and its kernel.
+type nativeInstance struct {
+	module *nativeModule
+	guest  api.Module
+	kmod   api.Module
+	kernel kernel
+	stderr *engine.TailBuffer
+	life   *engine.Lifetime
+
+	exports map[string]api.Function
+	stack   [1]uint64 // the exports' parameters and result: none, and an i32
+
+	// stop is the guest's stop global (package instrument); interrupt sets it when the
+	// context of the current call ends. call counts the calls armed: an interrupt
+	// acts only on the call it was armed for.
+	stop  api.MutableGlobal
+	mu    sync.Mutex
+	call  uint64
+	armed bool
+	fired bool
+
+	calls    int
+	snapshot *snapshot // taken after the first call if the module is resettable
+}
+
+func (i *nativeInstance) instantiate(ctx context.Context) error {
+	m := i.module
+	var err error
+	if i.kmod, err = m.rt.InstantiateModule(ctx, m.kernel, wazero.NewModuleConfig().WithName("")); err != nil {
+		return fmt.Errorf("instantiating the kernel: %w", err)
+	}
+	i.kernel = newKernel(i.kmod)
+	// wazero's defaults are a fake clock and a fixed random source: a Go guest's
+	// garbage collector and timers stall under the first, and its crypto/rand repeats
+	// under the second. Guests get real ones, and nothing else: no filesystem, no
+	// environment, no arguments. Sleeping ends with the call (every blocking WASI
+	// function of wazero's waits in nanosleep: poll_oneoff's clocks; stdin is empty).
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(). // the start function runs below, stoppable
+		WithSysWalltime().
+		WithSysNanotime().
+		WithNanosleep(i.life.Nanosleep).
+		WithRandSource(rand.Reader).
+		WithStderr(i.stderr).
+		WithStdout(io.Discard)
+	ictx := experimental.WithImportResolver(ctx, func(name string) api.Module {
+		if name == kernelModule {
+			return i.kmod
+		}
+		return nil
+	})
+	ictx = experimental.WithCloseNotifier(ictx, i.life)
+	if i.guest, err = m.rt.InstantiateModule(ictx, m.guest, mc); err != nil {
+		return err
+	}
+	i.stop = i.guest.ExportedGlobal(instrument.StopExport).(api.MutableGlobal)
+	i.exports = map[string]api.Function{}
+	// The start function, then WASI's initialization: a reactor's _initialize (Go's
+	// runtime and package initialization), or a command's constructors.
+	for _, name := range []string{instrument.StartExport, "_initialize", "__wasm_call_ctors"} {
+		if !m.HasExport(name) {
+			continue
+		}
+		if _, err := i.run(ctx, name); err != nil {
+			return fmt.Errorf("%s: %w", strings.TrimPrefix(name, "terrarium:"), err)
+		}
+		if name == "_initialize" {
+			break
+		}
+	}
+	return nil
+}
+
+// run calls an export of the guest under ctx, stoppable, and returns its result.
+func (i *nativeInstance) run(ctx context.Context, export string) (uint32, error) {
+	fn := i.exports[export]
+	if fn == nil {
+		if fn = i.guest.ExportedFunction(export); fn == nil {
+			return 0, fmt.Errorf("the plugin has no export %s", export)
+		}
+		if len(fn.Definition().ParamTypes()) > 0 || len(fn.Definition().ResultTypes()) > 1 {
+			return 0, fmt.Errorf("export %s: want a function () -> i32", export)
+		}
+		i.exports[export] = fn
+	}
+	if err := context.Cause(ctx); err != nil {
+		return 0, err
+	}
+	i.life.Begin(ctx)
+	call := i.arm()
+	stop := afterFunc(ctx, func() { i.interrupt(call) })
+	i.stack[0] = 0
+	err := fn.CallWithStack(context.WithValue(ctx, instanceKey{}, i), i.stack[:])
+	stop()
+	fired := i.disarm()
+	i.life.End()
+	if err == nil && ctx.Err() != nil {
+		// The guest returned after its context ended, before the interrupt reached it
+		// (woken from a sleep by that end, say): as late as a guest stopped, and failed
+		// as one. The instance is discarded, its stop global set or not.
+		return 0, i.failure(ctx, err, true)
+	}
+	if err != nil {
+		return 0, i.failure(ctx, err, fired)
+	}
+	if closed, code := i.life.Closed(); closed {
+		return 0, fmt.Errorf("the plugin exited with code %d", code)
+	}
+	return uint32(i.stack[0]), nil
+}
+
+// failure describes why a call failed.
+func (i *nativeInstance) failure(ctx context.Context, err error, stopped bool) error {
+	if stopped {
+		return fmt.Errorf("stopped: %w", context.Cause(ctx))
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		err = fmt.Errorf("the plugin exited with code %d", exit.ExitCode())
+	}
+	if tail := strings.TrimSpace(i.stderr.String()); tail != "" {
+		err = fmt.Errorf("%w (stderr: %s)", err, tail)
+	}
+	return err
+}
+
+// afterFunc is context.AfterFunc; a test replaces it to end a context when it chooses.
+var afterFunc = context.AfterFunc
+
+// arm and disarm bracket a call: between them, the end of its context stops the guest.
+// arm returns the call's number, for interrupt.
+func (i *nativeInstance) arm() uint64 {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.call++
+	i.armed, i.fired = true, false
+	return i.call
+}
+
+func (i *nativeInstance) disarm() (fired bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.armed = false
+	return i.fired
+}
+
+// interrupt runs when the context of a call ends: if that call is still running, the
+// guest traps at its next function call or loop iteration. The context may end as its
+// call returns, and the interrupt run only once the next call is under way: that call
+// is not stopped.
+func (i *nativeInstance) interrupt(call uint64) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.armed && i.call == call {
+		i.stop.Set(1)
+		i.fired = true
+	}
+}
+
+// halt stops the guest for good, running or not (the module is being closed).
+func (i *nativeInstance) halt() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.stop != nil {
+		i.stop.Set(1)
+	}
+}
+
+func (i *nativeInstance) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
+	if err := i.kernel.begin(input); err != nil {
+		return nil, err
+	}
+	i.stderr.Reset()
+	rc, err := i.run(ctx, export)
+	if err != nil {
+		return nil, err
+	}
+	k := &i.kernel
+	var out []byte
+	switch {
+	case k.errSet:
+		msg, _ := k.view(k.err, k.blocks[k.err])
+		return nil, &engine.PluginError{Msg: string(msg)}
+	case rc != 0:
+		return nil, fmt.Errorf("%s returned %d without setting an error", export, rc)
+	case k.outputSet:
+		view, ok := k.view(k.output, k.outputLen)
+		if !ok {
+			return nil, fmt.Errorf("%s set an output beyond the kernel's memory", export)
+		}
+		out = append([]byte(nil), view...)
+	}
+	i.calls++
+	if i.calls == 1 && i.module.resettable {
+		i.snapshot = i.take()
+	}
+	return out, nil
+}
+
+func (i *nativeInstance) Close(ctx context.Context) error {
+	m := i.module
+	m.mu.Lock()
+	delete(m.live, i)
+	m.mu.Unlock()
+	var errs []error
+	if i.guest != nil {
+		errs = append(errs, i.guest.Close(ctx))
+	}
+	if i.kmod != nil {
+		errs = append(errs, i.kmod.Close(ctx))
+	}
+	return errors.Join(errs...)
+}

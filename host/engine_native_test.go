@@ -1,0 +1,206 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/terrarium-ai/terrarium/abi/plugin"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/host/internal/engine"
+	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+)
+
+// nativeInstance compiles the Go plugin of dir on the native engine, its host
+// functions the host's changed by edit (nil: none changed), and returns an instance
+// that has served its first call (describe, as the host's instances do), with the
+// context its calls need.
+func newNativeInstance(t *testing.T, dir string, resettable bool, edit func([]engine.HostFunc)) (*nativeInstance, context.Context) {
+	t.Helper()
+	data, err := os.ReadFile(pluginbuild.ForTest(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(agent.NewRegistry(), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() { h.Close(ctx) })
+	cfg := engine.ModuleConfig{MemoryPages: 1024, HostFuncs: h.hostFuncs(), Resettable: resettable}
+	if edit != nil {
+		edit(cfg.HostFuncs)
+	}
+	eng := nativeEngine{}
+	if cfg.Cache, cfg.CacheDir, err = h.cache.forModule(eng.Name(), sha256Hex(data)); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := eng.Compile(ctx, data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Close(ctx) })
+	inst, err := mod.Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx = context.WithValue(ctx, bindingKey{}, &binding{plugin: &Plugin{}}) // no grants
+	if _, err := inst.Call(ctx, plugin.ExportDescribe, nil); err != nil {
+		t.Fatal(err)
+	}
+	return inst.(*nativeInstance), ctx
+}
+
+// resettableCalculator is a resettable instance of the calculator plugin.
+func resettableCalculator(t *testing.T) (*nativeInstance, context.Context) {
+	t.Helper()
+	return newNativeInstance(t, "../plugins/calculator", true, nil)
+}
+
+// holds reports whether the guest's memory or its kernel's holds b.
+func (i *nativeInstance) holds(b []byte) bool {
+	for _, mem := range [][]byte{memoryOf(i.guest.Memory()), memoryOf(i.kernel.mem)} {
+		if bytes.Contains(mem, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestResetForgetsTheCalls: after Reset, nothing of the calls since the first is left
+// in the instance's memories (the guest's, the kernel's), and the instance still
+// answers as before.
+func TestResetForgetsTheCalls(t *testing.T) {
+	inst, ctx := resettableCalculator(t)
+	canary := []byte("canary-2f9c61d0a4")
+	input := []byte(`{"tool":"calc","input":{"expression":"6 * 7"}}`)
+	// The envelope's unknown field is ignored, but the guest reads it in.
+	want, err := inst.Call(ctx, plugin.ExportCallTool, append(input[:len(input)-1:len(input)-1], `,"note":"`+string(canary)+`"}`...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inst.holds(canary) {
+		t.Fatal("the canary is not in the instance's memory after the call: the test proves nothing")
+	}
+	// A guest can store anywhere in its kernel's memory, not only in its blocks.
+	stash := uint64(inst.kernel.mem.Size() - 8)
+	if _, err := inst.kmod.ExportedFunction("store_u64").Call(ctx, stash, 0x5eed5eed5eed5eed); err != nil {
+		t.Fatal(err)
+	}
+	if err := inst.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := inst.kernel.mem.ReadUint64Le(uint32(stash)); v != 0 {
+		t.Errorf("a value the guest stored past its blocks survives Reset: %#x", v)
+	}
+	if inst.holds(canary) {
+		t.Error("the canary of the call before Reset is still in the instance's memory")
+	}
+	if got, err := inst.Call(ctx, plugin.ExportCallTool, input); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the same call after Reset: %s, %v; want %s", got, err, want)
+	}
+}
+
+// TestResetRefusesAGrownMemory: a guest whose memory grew since its snapshot is not
+// reset (its allocator, put back, would grow the memory again), and says so.
+func TestResetRefusesAGrownMemory(t *testing.T) {
+	inst, ctx := resettableCalculator(t)
+	if _, ok := inst.guest.Memory().Grow(1); !ok {
+		t.Fatal("the memory does not grow")
+	}
+	if err := inst.Reset(ctx); !errors.Is(err, engine.ErrNoReset) {
+		t.Errorf("Reset after the memory grew: %v, want ErrNoReset", err)
+	}
+}
+
+// BenchmarkReset measures putting a warm calculator instance back to its snapshot,
+// after one tool call: the price of a fresh instance per session without a new one.
+func BenchmarkReset(b *testing.B) {
+	inst, ctx := resettableCalculator(&testing.T{})
+	input := []byte(`{"tool":"calc","input":{"expression":"6 * 7"}}`)
+	for b.Loop() {
+		if _, err := inst.Call(ctx, plugin.ExportCallTool, input); err != nil {
+			b.Fatal(err)
+		}
+		if err := inst.Reset(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(inst.snapshot.memory))/(1<<20), "MiB/snapshot")
+}
+
+// TestLateInterruptSparesTheNextCall: the end of one call's context, acted upon only
+// once the next call runs, does not stop the next call.
+func TestLateInterruptSparesTheNextCall(t *testing.T) {
+	// The end of the first call's context is acted upon only when the next call runs
+	// the log host function.
+	late := make(chan func(), 1)
+	defer func(f func(context.Context, func()) func() bool) { afterFunc = f }(afterFunc)
+	afterFunc = func(_ context.Context, f func()) func() bool {
+		return func() bool {
+			select { // keep the last call's only
+			case <-late:
+			default:
+			}
+			late <- f
+			return false // as if it had started
+		}
+	}
+	inst, bound := newNativeInstance(t, "testdata/hostcheck", false, func(funcs []engine.HostFunc) {
+		for j, f := range funcs {
+			if f.Name == plugin.FnLog {
+				funcs[j].Fn = func(context.Context, engine.HostCall, []uint64) []byte {
+					select {
+					case f := <-late:
+						f()
+					default:
+					}
+					return ok(nil)
+				}
+			}
+		}
+	})
+	if len(late) == 0 {
+		t.Fatal("the first call's interrupt was not handed over: the test proves nothing")
+	}
+	out, err := inst.Call(bound, plugin.ExportCallTool, []byte(`{"tool":"log","input":{"text":"hi"}}`))
+	if err != nil {
+		t.Errorf("the call after a late interrupt: %v", err)
+	} else if !bytes.Contains(out, []byte("logged")) {
+		t.Errorf("the call after a late interrupt: %s", out)
+	}
+}
+
+// TestCallEndingAfterItsContextFails: a guest that returns after its call's context
+// ended, before the interrupt reached it (woken from a wait by that end, say), fails
+// as a stopped guest does: the caller is not handed an answer past its deadline.
+func TestCallEndingAfterItsContextFails(t *testing.T) {
+	// misbehave's poll tool logs, then waits an hour in one poll_oneoff and returns.
+	logged := make(chan struct{}, 1)
+	inst, bound := newNativeInstance(t, "testdata/misbehave", false, func(funcs []engine.HostFunc) {
+		for j, f := range funcs {
+			if f.Name == plugin.FnLog {
+				funcs[j].Fn = func(context.Context, engine.HostCall, []uint64) []byte {
+					logged <- struct{}{}
+					return ok(nil)
+				}
+			}
+		}
+	})
+	defer func(f func(context.Context, func()) func() bool) { afterFunc = f }(afterFunc)
+	afterFunc = func(context.Context, func()) func() bool {
+		return func() bool { return true } // the interrupt never comes
+	}
+	ctx, cancel := context.WithCancelCause(bound)
+	go func() {
+		<-logged
+		cancel(errTimedOut) // the wait ends with it
+	}()
+	_, err := inst.Call(ctx, plugin.ExportCallTool, []byte(`{"tool":"poll","input":{}}`))
+	if !errors.Is(err, errTimedOut) {
+		t.Errorf("a guest returning after its context ended: %v, want %v", err, errTimedOut)
+	}
+}

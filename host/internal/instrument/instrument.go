@@ -1,0 +1,649 @@
+// Package instrument rewrites a WebAssembly module so that the host can stop it and
+// restore it cheaply, without wazero's close-on-context-done checks (an exit to Go at
+// every loop header and call, which doubles a guest's time).
+//
+// The rewritten module has:
+//
+//   - a new mutable i32 global, exported as StopExport, read at the start of every
+//     function and at the header of every loop: when the host sets it to a non-zero
+//     value, the guest traps (unreachable) at its next function call or loop iteration.
+//     A check is a load, a compare and a branch, compiled inline;
+//   - no start section: the start function is exported as StartExport instead, so the
+//     host runs it after instantiation, when the stop global can already be set (a
+//     start function that loops would otherwise hold the instantiation);
+//   - every mutable global it defines exported (GlobalExports), so that its state can
+//     be saved and restored along with its memory.
+//
+// Nothing else changes: function, global and type indices stay as they were (the new
+// global comes after the module's own), custom sections are kept.
+package instrument
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Export names the rewritten module adds. A colon keeps them out of any language's
+// identifiers, so no toolchain exports them of its own accord.
+const (
+	// StopExport is the stop global.
+	StopExport = "terrarium:stop"
+	// StartExport is the former start function.
+	StartExport = "terrarium:start"
+	// GlobalPrefix begins the export names of the module's mutable globals, followed
+	// by the global's index.
+	GlobalPrefix = "terrarium:global:"
+)
+
+// ErrInvalid is wrapped by the errors of modules the rewriter cannot read: not
+// WebAssembly, truncated, or using an instruction or type outside what the host
+// supports (WebAssembly 2.0: MVP, bulk memory, reference types, multi-value, SIMD,
+// sign extension, non-trapping conversions).
+var ErrInvalid = errors.New("invalid or unsupported WebAssembly module")
+
+// Result is a rewritten module.
+type Result struct {
+	// Wasm is the rewritten module.
+	Wasm []byte
+	// HasStart reports whether the module had a start function, now exported as
+	// StartExport.
+	HasStart bool
+	// GlobalExports names the exports of the module's own mutable globals, in index
+	// order.
+	GlobalExports []string
+}
+
+// Section ids (WebAssembly core specification, 5.5.2).
+const (
+	secCustom   = 0
+	secImport   = 2
+	secGlobal   = 6
+	secExport   = 7
+	secStart    = 8
+	secCode     = 10
+	externGlob  = 3
+	externFunc  = 0
+	opEnd       = 0x0b
+	opLoop      = 0x03
+	opGlobalGet = 0x23
+)
+
+// Rewrite instruments a module. It reads only what it must (imports, globals,
+// exports, start, code) and copies every other section as it is; wazero validates the
+// result when it compiles it.
+func Rewrite(wasm []byte) (*Result, error) {
+	if len(wasm) < 8 || !bytes.Equal(wasm[:8], []byte{0, 'a', 's', 'm', 1, 0, 0, 0}) {
+		return nil, fmt.Errorf("%w: not a WebAssembly 1.0 binary", ErrInvalid)
+	}
+	type section struct {
+		id   byte
+		body []byte
+	}
+	var sections []section
+	for r := (reader{b: wasm, pos: 8}); r.pos < len(r.b); {
+		id := r.byte()
+		n := r.u32()
+		body := r.bytes(int(n))
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, id, r.err)
+		}
+		sections = append(sections, section{id, body})
+	}
+
+	var importedGlobals, definedGlobals uint32
+	var mutable []uint32 // indices of the module's own mutable globals
+	var exportNames []string
+	var start = -1
+	for _, s := range sections {
+		var err error
+		switch s.id {
+		case secImport:
+			importedGlobals, err = countImportedGlobals(s.body)
+		case secGlobal:
+			definedGlobals, mutable, err = readGlobals(s.body)
+		case secExport:
+			exportNames, err = readExportNames(s.body)
+		case secStart:
+			r := reader{b: s.body}
+			start = int(r.u32())
+			err = r.err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, s.id, err)
+		}
+	}
+	stop := importedGlobals + definedGlobals
+	for i := range mutable {
+		mutable[i] += importedGlobals
+	}
+
+	res := &Result{HasStart: start >= 0}
+	var exports []byte // the entries to add to the export section
+	addExport := func(name string, kind byte, index uint32) error {
+		if slices.Contains(exportNames, name) {
+			return fmt.Errorf("%w: the module already exports %q", ErrInvalid, name)
+		}
+		exports = appendName(exports, name)
+		exports = append(exports, kind)
+		exports = binary.AppendUvarint(exports, uint64(index))
+		return nil
+	}
+	added := uint32(1)
+	if err := addExport(StopExport, externGlob, stop); err != nil {
+		return nil, err
+	}
+	if start >= 0 {
+		added++
+		if err := addExport(StartExport, externFunc, uint32(start)); err != nil {
+			return nil, err
+		}
+	}
+	for _, g := range mutable {
+		name := fmt.Sprintf("%s%d", GlobalPrefix, g)
+		res.GlobalExports = append(res.GlobalExports, name)
+		added++
+		if err := addExport(name, externGlob, g); err != nil {
+			return nil, err
+		}
+	}
+	check := stopCheck(stop)
+
+	out := make([]byte, 0, len(wasm)+len(wasm)/16)
+	out = append(out, wasm[:8]...)
+	emit := func(id byte, body []byte) {
+		out = append(out, id)
+		out = binary.AppendUvarint(out, uint64(len(body)))
+		out = append(out, body...)
+	}
+	// The stop global: (mut i32) initialized to 0.
+	newGlobal := []byte{0x7f, 0x01, 0x41, 0x00, opEnd}
+	wroteGlobal, wroteExport := false, false
+	for _, s := range sections {
+		// A section the module lacks is written where it would have come: before the
+		// first section that follows it in the specification's order.
+		if s.id != secCustom {
+			if !wroteGlobal && sectionOrder[s.id] > sectionOrder[secGlobal] {
+				emit(secGlobal, appendVec(nil, 1, newGlobal))
+				wroteGlobal = true
+			}
+			if !wroteExport && sectionOrder[s.id] > sectionOrder[secExport] {
+				emit(secExport, appendVec(nil, added, exports))
+				wroteExport = true
+			}
+		}
+		switch s.id {
+		case secGlobal:
+			body, err := extendVec(s.body, 1, newGlobal)
+			if err != nil {
+				return nil, fmt.Errorf("%w: globals: %w", ErrInvalid, err)
+			}
+			emit(secGlobal, body)
+			wroteGlobal = true
+		case secExport:
+			body, err := extendVec(s.body, added, exports)
+			if err != nil {
+				return nil, fmt.Errorf("%w: exports: %w", ErrInvalid, err)
+			}
+			emit(secExport, body)
+			wroteExport = true
+		case secStart:
+			// Exported instead (StartExport).
+		case secCode:
+			out = append(out, secCode)
+			var err error
+			if out, err = sized(out, func(out []byte) ([]byte, error) { return rewriteCode(out, s.body, check) }); err != nil {
+				return nil, fmt.Errorf("%w: code: %w", ErrInvalid, err)
+			}
+		default:
+			emit(s.id, s.body)
+		}
+	}
+	if !wroteGlobal {
+		emit(secGlobal, appendVec(nil, 1, newGlobal))
+	}
+	if !wroteExport {
+		emit(secExport, appendVec(nil, added, exports))
+	}
+	res.Wasm = out
+	return res, nil
+}
+
+// Describe reads back the Result of a module Rewrite returned earlier (kept on disk, say),
+// from its exports.
+func Describe(wasm []byte) (*Result, error) {
+	if len(wasm) < 8 || !bytes.Equal(wasm[:8], []byte{0, 'a', 's', 'm', 1, 0, 0, 0}) {
+		return nil, fmt.Errorf("%w: not a WebAssembly 1.0 binary", ErrInvalid)
+	}
+	res := &Result{Wasm: wasm}
+	stopped := false
+	for r := (reader{b: wasm, pos: 8}); r.pos < len(r.b); {
+		id := r.byte()
+		body := r.bytes(int(r.u32()))
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, id, r.err)
+		}
+		if id != secExport {
+			continue
+		}
+		names, err := readExportNames(body)
+		if err != nil {
+			return nil, fmt.Errorf("%w: exports: %w", ErrInvalid, err)
+		}
+		for _, name := range names {
+			switch {
+			case name == StopExport:
+				stopped = true
+			case name == StartExport:
+				res.HasStart = true
+			case strings.HasPrefix(name, GlobalPrefix):
+				res.GlobalExports = append(res.GlobalExports, name)
+			}
+		}
+	}
+	if !stopped {
+		return nil, fmt.Errorf("%w: not a module Rewrite returned (no %s)", ErrInvalid, StopExport)
+	}
+	return res, nil
+}
+
+// Interface lists the functions a module imports ("module.name") and exports, in the
+// order it declares them. It reads those two sections only: a module it accepts may
+// still fail to compile.
+func Interface(wasm []byte) (imports, exports []string, err error) {
+	if len(wasm) < 8 || !bytes.Equal(wasm[:8], []byte{0, 'a', 's', 'm', 1, 0, 0, 0}) {
+		return nil, nil, fmt.Errorf("%w: not a WebAssembly 1.0 binary", ErrInvalid)
+	}
+	for r := (reader{b: wasm, pos: 8}); r.pos < len(r.b); {
+		id := r.byte()
+		body := r.bytes(int(r.u32()))
+		if r.err != nil {
+			return nil, nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, id, r.err)
+		}
+		switch id {
+		case secImport:
+			imports, err = readImports(body, imports)
+		case secExport:
+			exports, err = readExports(body, externFunc, exports)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, id, err)
+		}
+	}
+	return imports, exports, nil
+}
+
+// sectionOrder is the place of each known section in a module: type, import, function,
+// table, memory, tag, global, export, start, element, data count, code, data.
+var sectionOrder = map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
+
+// stopCheck is the code run at every function entry and loop header: if the stop
+// global is set, trap.
+func stopCheck(stop uint32) []byte {
+	b := []byte{opGlobalGet}
+	b = binary.AppendUvarint(b, uint64(stop))
+	return append(b, 0x04, 0x40, 0x00, opEnd) // if (empty) unreachable end
+}
+
+func appendName(b []byte, name string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(name)))
+	return append(b, name...)
+}
+
+// appendVec appends a vector of n entries already encoded in entries.
+func appendVec(b []byte, n uint32, entries []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(n))
+	return append(b, entries...)
+}
+
+// extendVec adds n encoded entries at the end of the vector vec.
+func extendVec(vec []byte, n uint32, entries []byte) ([]byte, error) {
+	r := reader{b: vec}
+	count := r.u32()
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := appendVec(make([]byte, 0, len(vec)+len(entries)+5), count+n, vec[r.pos:])
+	return append(out, entries...), nil
+}
+
+// importKinds reads the import section, calling each for every import.
+func importKinds(body []byte, each func(module, name string, kind byte)) error {
+	r := reader{b: body}
+	for n := r.u32(); n > 0 && r.err == nil; n-- {
+		module, name := r.name(), r.name()
+		kind := r.byte()
+		switch kind {
+		case 0x00: // function: type index
+			r.u32()
+		case 0x01: // table: reference type, limits
+			r.byte()
+			r.limits()
+		case 0x02: // memory: limits
+			r.limits()
+		case 0x03: // global: value type, mutability
+			r.valType()
+			r.byte()
+		default:
+			return fmt.Errorf("import kind %#x", kind)
+		}
+		if r.err == nil {
+			each(module, name, kind)
+		}
+	}
+	return r.err
+}
+
+func countImportedGlobals(body []byte) (uint32, error) {
+	var globals uint32
+	err := importKinds(body, func(_, _ string, kind byte) {
+		if kind == externGlob {
+			globals++
+		}
+	})
+	return globals, err
+}
+
+func readImports(body []byte, funcs []string) ([]string, error) {
+	err := importKinds(body, func(module, name string, kind byte) {
+		if kind == externFunc {
+			funcs = append(funcs, module+"."+name)
+		}
+	})
+	return funcs, err
+}
+
+// readGlobals returns how many globals the section defines, and which of them (by
+// their index among the defined ones) are mutable.
+func readGlobals(body []byte) (uint32, []uint32, error) {
+	r := reader{b: body}
+	n := r.u32()
+	var mutable []uint32
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		r.valType()
+		if r.byte() == 1 {
+			mutable = append(mutable, i)
+		}
+		r.constExpr()
+	}
+	return n, mutable, r.err
+}
+
+// readExportNames lists the names of every export.
+func readExportNames(body []byte) ([]string, error) { return readExports(body, 0xff, nil) }
+
+// readExports appends the names of the exports of a kind (0xff: every kind).
+func readExports(body []byte, kind byte, names []string) ([]string, error) {
+	r := reader{b: body}
+	for n := r.u32(); n > 0 && r.err == nil; n-- {
+		name := r.name()
+		if k := r.byte(); kind == 0xff || k == kind {
+			names = append(names, name)
+		}
+		r.u32()
+	}
+	return names, r.err
+}
+
+// sized appends what write appends, preceded by its length. The length is written in
+// five bytes whatever its value (LEB128 allows padding), so that the content is
+// written once, in place, rather than built apart and copied.
+func sized(out []byte, write func([]byte) ([]byte, error)) ([]byte, error) {
+	at := len(out)
+	out = append(out, 0x80, 0x80, 0x80, 0x80, 0)
+	out, err := write(out)
+	if err != nil {
+		return nil, err
+	}
+	n := len(out) - at - 5
+	if n >= 1<<32 {
+		return nil, errors.New("too large")
+	}
+	for i := range 4 {
+		out[at+i] = byte(n>>(7*i))&0x7f | 0x80
+	}
+	out[at+4] = byte(n >> 28)
+	return out, nil
+}
+
+// rewriteCode appends the code section body with the stop check inserted at the start
+// of every function body and after every loop instruction.
+func rewriteCode(out, body, check []byte) ([]byte, error) {
+	r := reader{b: body}
+	n := r.u32()
+	if r.err != nil {
+		return nil, r.err
+	}
+	out = binary.AppendUvarint(out, uint64(n))
+	for i := uint32(0); i < n; i++ {
+		size := r.u32()
+		code := r.bytes(int(size))
+		if r.err != nil {
+			return nil, fmt.Errorf("function %d: %w", i, r.err)
+		}
+		var err error
+		out, err = sized(out, func(out []byte) ([]byte, error) { return rewriteFunc(out, code, check) })
+		if err != nil {
+			return nil, fmt.Errorf("function %d: %w", i, err)
+		}
+	}
+	if r.pos != len(body) {
+		return nil, errors.New("bytes after the last function")
+	}
+	return out, nil
+}
+
+func rewriteFunc(out, code, check []byte) ([]byte, error) {
+	r := reader{b: code}
+	for n := r.u32(); n > 0 && r.err == nil; n-- {
+		r.u32()
+		r.valType()
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("locals: %w", r.err)
+	}
+	out = append(out, code[:r.pos]...)
+	out = append(out, check...)
+	last := r.pos // code up to here is in out
+	for r.pos < len(code) {
+		op := r.byte()
+		r.immediates(op)
+		if r.err != nil {
+			return nil, r.err
+		}
+		if op == opLoop {
+			out = append(out, code[last:r.pos]...)
+			out = append(out, check...)
+			last = r.pos
+		}
+	}
+	return append(out, code[last:]...), nil
+}
+
+// reader decodes the binary format. The first error sticks: later reads return
+// zero values, and callers check err once after a sequence of reads.
+type reader struct {
+	b   []byte
+	pos int
+	err error
+}
+
+var errTruncated = errors.New("truncated")
+
+func (r *reader) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.pos = len(r.b)
+}
+
+func (r *reader) byte() byte {
+	if r.pos >= len(r.b) {
+		r.fail(errTruncated)
+		return 0
+	}
+	c := r.b[r.pos]
+	r.pos++
+	return c
+}
+
+func (r *reader) bytes(n int) []byte {
+	if n < 0 || n > len(r.b)-r.pos {
+		r.fail(errTruncated)
+		return nil
+	}
+	b := r.b[r.pos : r.pos+n]
+	r.pos += n
+	return b
+}
+
+// leb reads an LEB128 number of at most maxBytes bytes, returning its raw bits.
+func (r *reader) leb(maxBytes int) uint64 {
+	var v uint64
+	for i := range maxBytes {
+		c := r.byte()
+		v |= uint64(c&0x7f) << (7 * i)
+		if c&0x80 == 0 {
+			return v
+		}
+	}
+	r.fail(errors.New("LEB128 number too long"))
+	return 0
+}
+
+func (r *reader) u32() uint32 { return uint32(r.leb(5)) }
+
+func (r *reader) name() string { return string(r.bytes(int(r.u32()))) }
+
+func (r *reader) limits() {
+	flags := r.byte()
+	if flags > 3 { // 64-bit memories are not supported
+		r.fail(fmt.Errorf("limits flags %#x", flags))
+		return
+	}
+	r.u32()
+	if flags&1 != 0 {
+		r.u32()
+	}
+}
+
+// valType reads a value type: a number, vector or reference type.
+func (r *reader) valType() {
+	switch t := r.byte(); t {
+	case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
+	default:
+		r.fail(fmt.Errorf("value type %#x", t))
+	}
+}
+
+// constExpr reads a constant expression up to its end.
+func (r *reader) constExpr() {
+	for r.err == nil {
+		op := r.byte()
+		if op == opEnd {
+			return
+		}
+		r.immediates(op)
+	}
+}
+
+// immediates skips the immediate operands of the instruction op.
+func (r *reader) immediates(op byte) {
+	switch {
+	case op <= 0x01, op == 0x05, op == opEnd, op == 0x0f, op == 0x1a, op == 0x1b, op == 0xd1,
+		op >= 0x45 && op <= 0xc4:
+		// unreachable, nop, else, end, return, drop, select, ref.is_null, numeric
+	case op >= 0x02 && op <= 0x04: // block, loop, if
+		r.blockType()
+	case op == 0x0c, op == 0x0d, op == 0x10, op == 0xd2,
+		op >= 0x20 && op <= 0x26, op == 0x3f, op == 0x40:
+		// br, br_if, call, ref.func, local.*, global.*, table.get/set, memory.size/grow
+		r.u32()
+	case op == 0x0e: // br_table
+		for n := r.u32(); n > 0 && r.err == nil; n-- {
+			r.u32()
+		}
+		r.u32()
+	case op == 0x11: // call_indirect: type, table
+		r.u32()
+		r.u32()
+	case op == 0x1c: // select with types
+		for n := r.u32(); n > 0 && r.err == nil; n-- {
+			r.valType()
+		}
+	case op >= 0x28 && op <= 0x3e: // loads and stores
+		r.memArg()
+	case op == 0x41:
+		r.leb(5)
+	case op == 0x42:
+		r.leb(10)
+	case op == 0x43:
+		r.bytes(4)
+	case op == 0x44:
+		r.bytes(8)
+	case op == 0xd0: // ref.null
+		r.byte()
+	case op == 0xfc:
+		r.miscImmediates(r.u32())
+	case op == 0xfd:
+		r.simdImmediates(r.u32())
+	default:
+		r.fail(fmt.Errorf("unsupported instruction %#x", op))
+	}
+}
+
+func (r *reader) blockType() {
+	if r.pos >= len(r.b) {
+		r.fail(errTruncated)
+		return
+	}
+	switch r.b[r.pos] {
+	case 0x40, 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
+		r.pos++
+	default: // a type index, as a signed 33-bit number
+		r.leb(5)
+	}
+}
+
+func (r *reader) memArg() {
+	align := r.u32()
+	if align&0x40 != 0 { // multiple memories: a memory index follows
+		r.u32()
+	}
+	r.u32()
+}
+
+// miscImmediates skips the immediates of the 0xfc-prefixed instructions.
+func (r *reader) miscImmediates(sub uint32) {
+	switch {
+	case sub <= 7: // saturating truncations
+	case sub == 8, sub == 10, sub == 12, sub == 14: // memory.init, memory.copy, table.init, table.copy
+		r.u32()
+		r.u32()
+	case sub <= 17: // data.drop, memory.fill, elem.drop, table.grow, table.size, table.fill
+		r.u32()
+	default:
+		r.fail(fmt.Errorf("unsupported instruction 0xfc %d", sub))
+	}
+}
+
+// simdImmediates skips the immediates of the 0xfd-prefixed (vector) instructions.
+func (r *reader) simdImmediates(sub uint32) {
+	switch {
+	case sub <= 11, sub == 92, sub == 93: // loads and stores
+		r.memArg()
+	case sub == 12, sub == 13: // v128.const, i8x16.shuffle
+		r.bytes(16)
+	case sub >= 21 && sub <= 34: // extract and replace lane
+		r.byte()
+	case sub >= 84 && sub <= 91: // load and store lane
+		r.memArg()
+		r.byte()
+	case sub <= 255:
+	default:
+		r.fail(fmt.Errorf("unsupported instruction 0xfd %d", sub))
+	}
+}

@@ -1,0 +1,303 @@
+package instrument_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/terrarium-ai/terrarium/host/internal/instrument"
+	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+)
+
+// A small assembler for test modules.
+
+func vec(entries ...[]byte) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(entries)))
+	for _, e := range entries {
+		b = append(b, e...)
+	}
+	return b
+}
+
+func name(s string) []byte { return append(binary.AppendUvarint(nil, uint64(len(s))), s...) }
+
+func cat(parts ...[]byte) []byte {
+	var b []byte
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+func section(id byte, body []byte) []byte {
+	return cat([]byte{id}, binary.AppendUvarint(nil, uint64(len(body))), body)
+}
+
+func module(sections ...[]byte) []byte {
+	return cat(append([][]byte{{0, 'a', 's', 'm', 1, 0, 0, 0}}, sections...)...)
+}
+
+// body is a function body without locals.
+func body(code ...byte) []byte {
+	b := append([]byte{0}, code...)
+	return append(binary.AppendUvarint(nil, uint64(len(b))), b...)
+}
+
+// spinner imports env.started, and exports spin, which calls it and then loops
+// forever; deep, which recurses without loops for a very long time (2^40 calls);
+// counter, a mutable global the start function sets to 42; and the memory.
+var spinner = module(
+	section(1, vec([]byte{0x60, 0, 0}, []byte{0x60, 1, 0x7e, 0})),                   // types: () -> (), (i64) -> ()
+	section(2, vec(cat(name("env"), name("started"), []byte{0, 0}))),                // import func 0: env.started
+	section(3, vec([]byte{0}, []byte{1}, []byte{0})),                                // funcs 1 (spin), 2 (deep), 3 (start)
+	section(5, vec([]byte{0, 1})),                                                   // memory: 1 page
+	section(6, vec([]byte{0x7f, 1, 0x41, 0, 0x0b}, []byte{0x7f, 0, 0x41, 7, 0x0b})), // globals 0 (mut), 1 (const)
+	section(7, vec(cat(name("spin"), []byte{0, 1}), cat(name("deep"), []byte{0, 2}), cat(name("counter"), []byte{3, 0}), cat(name("memory"), []byte{2, 0}))),
+	section(8, []byte{3}), // start: func 3
+	section(10, vec(
+		body(0x10, 0, 0x03, 0x40, 0x0c, 0, 0x0b, 0x0b), // spin: call started; loop br 0 end
+		body(0x20, 0, 0x50, 0x04, 0x40, 0x0f, 0x0b, 0x20, 0, 0x42, 1, 0x7d, 0x10, 2, 0x20, 0, 0x42, 1, 0x7d, 0x10, 2, 0x0b), // deep(n): if n == 0 return; deep(n-1); deep(n-1)
+		body(0x41, 42, 0x24, 0, 0x0b), // start: counter = 42
+	)),
+	section(0, cat(name("custom"), []byte("kept"))),
+)
+
+// hangGuard turns a guest that does not stop into a failure instead of a stuck test.
+const hangGuard = 30 * time.Second
+
+type instance struct {
+	mod  api.Module
+	stop api.MutableGlobal
+}
+
+func instantiate(t *testing.T, wasm []byte, started func()) instance {
+	t.Helper()
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx) // no close-on-context-done checks
+	t.Cleanup(func() { rt.Close(ctx) })
+	_, err := rt.NewHostModuleBuilder("env").NewFunctionBuilder().
+		WithFunc(func(context.Context) { started() }).Export("started").Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := instrument.Rewrite(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := rt.InstantiateWithConfig(ctx, res.Wasm, wazero.NewModuleConfig().WithName(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return instance{mod: mod, stop: mod.ExportedGlobal(instrument.StopExport).(api.MutableGlobal)}
+}
+
+func TestStopEndsALoop(t *testing.T) {
+	started := make(chan struct{})
+	inst := instantiate(t, spinner, func() { close(started) })
+	done := make(chan error, 1)
+	go func() {
+		_, err := inst.mod.ExportedFunction("spin").Call(context.Background())
+		done <- err
+	}()
+	<-started // in the loop, or about to be
+	inst.stop.Set(1)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "unreachable") {
+			t.Errorf("spin: %v, want a trap", err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatalf("spin still running %v after the stop global was set", hangGuard)
+	}
+}
+
+func TestStopEndsRecursionWithoutLoops(t *testing.T) {
+	inst := instantiate(t, spinner, func() {})
+	inst.stop.Set(1)
+	if _, err := inst.mod.ExportedFunction("deep").Call(context.Background(), 40); err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Errorf("deep: %v, want a trap at its entry", err)
+	}
+	inst.stop.Set(0)
+	if _, err := inst.mod.ExportedFunction("deep").Call(context.Background(), 3); err != nil {
+		t.Errorf("deep(3) with the stop global clear: %v", err)
+	}
+}
+
+func TestStartFunctionIsExported(t *testing.T) {
+	inst := instantiate(t, spinner, func() {})
+	counter := inst.mod.ExportedGlobal("counter")
+	if got := counter.Get(); got != 0 {
+		t.Fatalf("the start function ran at instantiation: counter = %d", got)
+	}
+	if _, err := inst.mod.ExportedFunction(instrument.StartExport).Call(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := counter.Get(); got != 42 {
+		t.Errorf("counter = %d after the start function, want 42", got)
+	}
+}
+
+func TestMutableGlobalsAreExported(t *testing.T) {
+	res, err := instrument.Rewrite(spinner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.HasStart || len(res.GlobalExports) != 1 {
+		t.Fatalf("result = %+v, want a start function and one mutable global", res)
+	}
+	inst := instantiate(t, spinner, func() {})
+	g := inst.mod.ExportedGlobal(res.GlobalExports[0]).(api.MutableGlobal)
+	g.Set(5)
+	if got := inst.mod.ExportedGlobal("counter").Get(); got != 5 {
+		t.Errorf("counter = %d through its new export, want 5", got)
+	}
+}
+
+func TestModulesWithoutGlobalsOrExports(t *testing.T) {
+	bare := module(section(1, vec([]byte{0x60, 0, 0})), section(3, vec([]byte{0})), section(10, vec(body(0x0b))))
+	res, err := instrument.Rewrite(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	mod, err := rt.Instantiate(ctx, res.Wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mod.ExportedGlobal(instrument.StopExport) == nil {
+		t.Error("no stop global exported")
+	}
+}
+
+// TestDescribeReadsBackARewrite: what Rewrite returns can be read back from the
+// rewritten module alone, as a cache of rewritten modules needs; an unrewritten module
+// is refused.
+func TestDescribeReadsBackARewrite(t *testing.T) {
+	res, err := instrument.Rewrite(spinner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := instrument.Describe(res.Wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.HasStart != res.HasStart || !slices.Equal(back.GlobalExports, res.GlobalExports) {
+		t.Errorf("Describe = %+v, want %+v", back, res)
+	}
+	if _, err := instrument.Describe(spinner); !errors.Is(err, instrument.ErrInvalid) {
+		t.Errorf("Describe of a module not rewritten: %v, want ErrInvalid", err)
+	}
+}
+
+func TestInterfaceListsFunctionsOnly(t *testing.T) {
+	imports, exports, err := instrument.Interface(spinner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"env.started"}; !slices.Equal(imports, want) {
+		t.Errorf("imports = %v, want %v", imports, want)
+	}
+	if want := []string{"spin", "deep"}; !slices.Equal(exports, want) {
+		t.Errorf("exports = %v, want %v (no global, no memory)", exports, want)
+	}
+	if _, _, err := instrument.Interface([]byte("MZ")); !errors.Is(err, instrument.ErrInvalid) {
+		t.Errorf("Interface of a non-module: %v, want ErrInvalid", err)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		what string
+		wasm []byte
+		says string
+	}{
+		{"not wasm", []byte("MZ\x90\x00"), "not a WebAssembly"},
+		{"truncated", spinner[:len(spinner)-20], "truncated"},
+		{"exceptions", module(section(1, vec([]byte{0x60, 0, 0})), section(3, vec([]byte{0})), section(10, vec(body(0x08, 0, 0x0b)))), "unsupported instruction 0x8"},
+		{"an export of the same name", module(section(6, vec([]byte{0x7f, 1, 0x41, 0, 0x0b})), section(7, vec(cat(name(instrument.StopExport), []byte{3, 0})))), "already exports"},
+	} {
+		_, err := instrument.Rewrite(tc.wasm)
+		if !errors.Is(err, instrument.ErrInvalid) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want ErrInvalid saying %q", tc.what, err, tc.says)
+		}
+	}
+}
+
+// TestGoPluginCompiles rewrites a real Go plugin and compiles it.
+func TestGoPluginCompiles(t *testing.T) {
+	wasm, err := os.ReadFile(pluginbuild.ForTest(t, "../../../plugins/calculator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := instrument.Rewrite(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.HasStart || len(res.GlobalExports) == 0 {
+		t.Errorf("a Go reactor has no start section and some mutable globals: %+v", res.GlobalExports)
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter()) // compiles fast
+	defer rt.Close(ctx)
+	if _, err := rt.CompileModule(ctx, res.Wasm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzRewrite: whatever the input, Rewrite returns an error or a module; if wazero
+// accepts the input, it accepts the output too, with the same exports and more.
+func FuzzRewrite(f *testing.F) {
+	f.Add(spinner)
+	f.Add(module(section(1, vec([]byte{0x60, 0, 0})), section(3, vec([]byte{0})), section(10, vec(body(0x0b)))))
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		res, err := instrument.Rewrite(wasm)
+		if err != nil {
+			return
+		}
+		ctx := context.Background()
+		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+		defer rt.Close(ctx)
+		orig, err := rt.CompileModule(ctx, wasm)
+		if err != nil {
+			return
+		}
+		out, err := rt.CompileModule(ctx, res.Wasm)
+		if err != nil {
+			t.Fatalf("the input compiles, its rewrite does not: %v", err)
+		}
+		for name := range orig.ExportedFunctions() {
+			if out.ExportedFunctions()[name] == nil {
+				t.Errorf("export %s lost", name)
+			}
+		}
+	})
+}
+
+// BenchmarkRewrite measures rewriting a Go plugin (the calculator, about 5 MB).
+func BenchmarkRewrite(b *testing.B) {
+	path, err := pluginbuild.Build(context.Background(), "../../../plugins/calculator")
+	if err != nil {
+		b.Fatal(err)
+	}
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(wasm)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := instrument.Rewrite(wasm); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
