@@ -1,13 +1,13 @@
 package host
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi/plugin"
+	"github.com/terrarium-ai/terrarium/host/internal/instrument"
 )
 
 // kernelModule is the import module of the Extism kernel.
@@ -35,7 +35,7 @@ var ErrNotAPlugin = errors.New("not a Terrarium plugin")
 // outside ABI.md's list. It is what Load checks first and `terrarium plugin build`
 // checks after building; its error says how to fix what is wrong.
 func CheckModule(wasm []byte) error {
-	imports, exports, err := moduleInterface(wasm)
+	imports, exports, err := instrument.Interface(wasm)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotAPlugin, err)
 	}
@@ -62,116 +62,4 @@ func CheckModule(wasm []byte) error {
 		return fmt.Errorf("%w: %s", ErrNotAPlugin, strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-// moduleInterface reads the functions a WebAssembly module imports ("module.name")
-// and the names it exports, from its import and export sections alone: cheaper than
-// compiling, which Load does after the checks pass.
-func moduleInterface(wasm []byte) (imports, exports []string, err error) {
-	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || binary.LittleEndian.Uint32(wasm[4:8]) != 1 {
-		return nil, nil, errors.New("not a WebAssembly module (version 1)")
-	}
-	r := &wasmReader{b: wasm[8:]}
-	for len(r.b) > 0 {
-		id := r.byte()
-		size := r.u32()
-		if r.err != nil || uint64(size) > uint64(len(r.b)) {
-			return nil, nil, errors.New("a section runs past the end of the module")
-		}
-		sec := &wasmReader{b: r.b[:size]}
-		r.b = r.b[size:]
-		switch id {
-		case 2: // imports
-			for n := sec.u32(); n > 0 && sec.err == nil; n-- {
-				mod, name, kind := sec.name(), sec.name(), sec.byte()
-				switch kind {
-				case 0: // a function: its type index
-					sec.u32()
-					imports = append(imports, mod+"."+name)
-				case 1: // a table: its element type, then limits
-					sec.byte()
-					sec.limits()
-				case 2: // a memory
-					sec.limits()
-				case 3: // a global: its type and mutability
-					sec.byte()
-					sec.byte()
-				case 4: // a tag (exception handling): attribute and type index
-					sec.byte()
-					sec.u32()
-				default:
-					return nil, nil, fmt.Errorf("unknown import kind %d", kind)
-				}
-			}
-		case 7: // exports
-			for n := sec.u32(); n > 0 && sec.err == nil; n-- {
-				name := sec.name()
-				sec.byte()
-				sec.u32()
-				exports = append(exports, name)
-			}
-		}
-		if sec.err != nil {
-			return nil, nil, fmt.Errorf("section %d: %w", id, sec.err)
-		}
-	}
-	return imports, exports, r.err
-}
-
-// wasmReader reads the binary format's values; the first error sticks.
-type wasmReader struct {
-	b   []byte
-	err error
-}
-
-var errTruncated = errors.New("truncated")
-
-func (r *wasmReader) byte() byte {
-	if r.err != nil || len(r.b) == 0 {
-		r.err = errTruncated
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-// u64 reads an unsigned LEB128 number.
-func (r *wasmReader) u64() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if r.err != nil || n <= 0 {
-		r.err = errTruncated
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *wasmReader) u32() uint32 {
-	v := r.u64()
-	if v > 1<<32-1 {
-		r.err = errors.New("a 32-bit number out of range")
-	}
-	return uint32(v)
-}
-
-func (r *wasmReader) name() string {
-	n := r.u32()
-	if r.err != nil || uint64(n) > uint64(len(r.b)) {
-		r.err = errTruncated
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
-}
-
-// limits reads a table's or a memory's limits: flags (bit 0: a maximum follows), then
-// the minimum and the maximum.
-func (r *wasmReader) limits() {
-	flags := r.byte()
-	r.u64()
-	if flags&1 != 0 {
-		r.u64()
-	}
 }
