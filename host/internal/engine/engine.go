@@ -90,4 +90,5 @@ var ErrNoReset = fmt.Errorf("this instance cannot be reset: %w", errors.ErrUnsup
 // PluginError is an error a plugin reported through error_set.
 type PluginError struct{ Msg string }
 
+// Error returns the plugin's message as it reported it.
 func (e *PluginError) Error() string { return e.Msg }
