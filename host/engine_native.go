@@ -39,8 +39,9 @@ type nativeEngine struct{}
 
 func (nativeEngine) Name() string { return "native" }
 
-// preparedFile is the instrumented module's file in the module's cache directory.
-const preparedFile = "native.wasm"
+// preparedFile is the instrumented module's file in the module's cache directory,
+// named for the rewrite's version so that a rewrite of another is not reused.
+const preparedFile = "native-" + instrument.Version + ".wasm"
 
 func (nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.ModuleConfig) (engine.Module, error) {
 	prepared, err := prepare(wasm, cfg.CacheDir)

@@ -58,6 +58,10 @@ const (
 	YieldEvery  = 1000
 )
 
+// Version names what Rewrite writes; it changes whenever that does, so that rewrites
+// kept on disk by an earlier version are not taken for this one's.
+const Version = "2"
+
 // ErrInvalid is wrapped by the errors of modules the rewriter cannot read: not
 // WebAssembly, truncated, or using an instruction or type outside what the host
 // supports (WebAssembly 2.0: MVP, bulk memory, reference types, multi-value, SIMD,
