@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 
@@ -169,13 +168,14 @@ func instantiateHostFuncs(ctx context.Context, rt wazero.Runtime, funcs []engine
 }
 
 // instantiateYield registers the function the instrumented guest calls every
-// instrument.YieldEvery loop passes and function calls. Entering Go at all lets the
-// scheduler stop the goroutine for a collection; Gosched also lets the other
-// goroutines run, the one that stops the guest at its deadline among them, when the
-// host has fewer threads than busy guests.
+// instrument.YieldEvery loop passes and function calls. It does nothing: entering Go
+// is enough, as the way there runs through Go functions whose prologues honour a
+// preemption request, a collection's or the scheduler's (so the goroutine that stops
+// the guest at its deadline runs even on a single thread). A runtime.Gosched here
+// doubled the time of a tool call (BENCHMARKS.md).
 func instantiateYield(ctx context.Context, rt wazero.Runtime) error {
 	_, err := rt.NewHostModuleBuilder(instrument.YieldModule).NewFunctionBuilder().
-		WithGoFunction(api.GoFunc(func(context.Context, []uint64) { runtime.Gosched() }), nil, nil).
+		WithGoFunction(api.GoFunc(func(context.Context, []uint64) {}), nil, nil).
 		Export(instrument.YieldName).
 		Instantiate(ctx)
 	return err

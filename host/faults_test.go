@@ -81,7 +81,8 @@ func testFaultsAreContained(t *testing.T, engine host.Option) {
 // cannot be preempted by Go's scheduler: a guest that never entered Go would hold a
 // collection's stop-the-world forever, and the whole process with it (the native
 // engine's guests call the host every thousand loop passes for this, issue 16). Such a
-// freeze stops hangGuard's timer too; the test binary's -timeout then ends the run.
+// freeze stops hangGuard's timer too: go test kills the binary a minute after its
+// -timeout (as it did with the calls taken out of the rewrite).
 func TestLoopingGuestLetsTheCollectorRun(t *testing.T) {
 	forEachEngine(t, testLoopingGuestLetsTheCollectorRun)
 }
