@@ -27,8 +27,7 @@ func tool(name string, input any) rawCall {
 
 // differentialCases are the calls the engines must agree on: every first-party plugin
 // that needs no network, the host functions (through hostcheck, in a session), and
-// the faults of misbehave (but oom, whose time and stderr depend on the machine's load,
-// and loop, which the native engine cannot run safely yet: see spinsOnNative).
+// the faults of misbehave (but oom, whose time and stderr depend on the machine's load).
 var differentialCases = []struct {
 	dir      string
 	manifest host.Manifest
@@ -87,6 +86,8 @@ var differentialCases = []struct {
 		tool("error", map[string]any{}),
 		tool("badjson", map[string]any{}),
 		tool("panic", map[string]any{}),
+		tool("ok", map[string]any{}),
+		tool("loop", map[string]any{}),
 		tool("ok", map[string]any{}),
 		tool("exit", map[string]any{}),
 		tool("sleep", map[string]any{"ms": 1}),

@@ -30,13 +30,17 @@ import (
 // into every function entry and loop header (a load and a branch): when the call's
 // context ends, the instance's stop global is set and the guest traps at its next
 // check. wazero's own close-on-context-done checks, an exit to Go at each of those
-// places and a goroutine per call, are off.
+// places and a goroutine per call, are off. Instead the guest calls yield every
+// thousand checks or so: wazero's compiled code cannot be preempted by Go's scheduler,
+// and that call is where a garbage collection's stop-the-world, or the goroutine
+// ending the call at its deadline, gets its turn.
 type nativeEngine struct{}
 
 func (nativeEngine) Name() string { return "native" }
 
-// preparedFile is the instrumented module's file in the module's cache directory.
-const preparedFile = "native.wasm"
+// preparedFile is the instrumented module's file in the module's cache directory,
+// named for the rewrite's version so that a rewrite of another is not reused.
+const preparedFile = "native-" + instrument.Version + ".wasm"
 
 func (nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.ModuleConfig) (engine.Module, error) {
 	prepared, err := prepare(wasm, cfg.CacheDir)
@@ -66,6 +70,9 @@ func (nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.ModuleC
 		return fail(err)
 	}
 	if err := instantiateHostFuncs(ctx, rt, cfg.HostFuncs); err != nil {
+		return fail(err)
+	}
+	if err := instantiateYield(ctx, rt); err != nil {
 		return fail(err)
 	}
 	if m.kernel, err = rt.CompileModule(ctx, kernelWasm()); err != nil {
@@ -120,7 +127,8 @@ func checkImports(compiled wazero.CompiledModule, funcs []engine.HostFunc) error
 		module, name, _ := def.Import()
 		switch {
 		case module == wasi_snapshot_preview1.ModuleName:
-		case module == kernelModule && kernel[name], module == engine.HostModule && host[name]:
+		case module == kernelModule && kernel[name], module == engine.HostModule && host[name],
+			module == instrument.YieldModule && name == instrument.YieldName:
 		case module == kernelModule:
 			return fmt.Errorf("it imports %s %s, which is not part of the kernel ABI (abi/ABI.md, section 1)", module, name)
 		case module == engine.HostModule:
@@ -156,6 +164,20 @@ func instantiateHostFuncs(ctx context.Context, rt wazero.Runtime, funcs []engine
 		}), params, []api.ValueType{api.ValueTypeI64}).Export(hf.Name)
 	}
 	_, err := b.Instantiate(ctx)
+	return err
+}
+
+// instantiateYield registers the function the instrumented guest calls every
+// instrument.YieldEvery loop passes and function calls. It does nothing: entering Go
+// is enough, as the way there runs through Go functions whose prologues honour a
+// preemption request, a collection's or the scheduler's (so the goroutine that stops
+// the guest at its deadline runs even on a single thread). A runtime.Gosched here
+// doubled the time of a tool call (BENCHMARKS.md).
+func instantiateYield(ctx context.Context, rt wazero.Runtime) error {
+	_, err := rt.NewHostModuleBuilder(instrument.YieldModule).NewFunctionBuilder().
+		WithGoFunction(api.GoFunc(func(context.Context, []uint64) {}), nil, nil).
+		Export(instrument.YieldName).
+		Instantiate(ctx)
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -45,9 +46,6 @@ func testFaultsAreContained(t *testing.T, engine host.Option) {
 	}
 	for _, c := range cases {
 		t.Run(c.tool, func(t *testing.T) {
-			if c.tool == "loop" && spinsOnNative(t) {
-				t.Skip("a looping guest would stop the process at its next garbage collection on the native engine")
-			}
 			_, err := runTool(ctx, r, "misbehave/"+c.tool)
 			var ce *host.CallError
 			if !errors.As(err, &ce) || ce.Plugin != "misbehave" || ce.Export != plugin.ExportCallTool {
@@ -75,6 +73,43 @@ func testFaultsAreContained(t *testing.T, engine host.Option) {
 	load(t, h2, "testdata/misbehave", host.Manifest{MemoryPages: 8192})
 	if _, err := runTool(ctx, r2, "misbehave/huge"); !errors.Is(err, host.ErrPluginFault) || !strings.Contains(err.Error(), "exceeds the limit") {
 		t.Errorf("huge output with memory to spare: %v", err)
+	}
+}
+
+// TestLoopingGuestLetsTheCollectorRun: a guest looping without calls is stopped at its
+// timeout while garbage collections start one after another. wazero's compiled code
+// cannot be preempted by Go's scheduler: a guest that never entered Go would hold a
+// collection's stop-the-world forever, and the whole process with it (the native
+// engine's guests call the host every thousand loop passes for this, issue 16). Such a
+// freeze stops hangGuard's timer too: go test kills the binary a minute after its
+// -timeout (as it did with the calls taken out of the rewrite).
+func TestLoopingGuestLetsTheCollectorRun(t *testing.T) {
+	forEachEngine(t, testLoopingGuestLetsTheCollectorRun)
+}
+
+func testLoopingGuestLetsTheCollectorRun(t *testing.T, engine host.Option) {
+	h, r := newHost(t, engine)
+	load(t, h, "testdata/misbehave", host.Manifest{Timeout: seconds(1)})
+	stop, collecting := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(collecting)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	err := returns(t, "a looping call under garbage collections", func() error {
+		_, err := runTool(context.Background(), r, "misbehave/loop")
+		return err
+	})
+	close(stop)
+	<-collecting
+	if !errors.Is(err, host.ErrPluginFault) || !strings.Contains(err.Error(), "timed out after 1s") {
+		t.Errorf("loop: %v, want a fault for the timeout", err)
 	}
 }
 

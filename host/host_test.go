@@ -80,15 +80,6 @@ func forEachEngine(t *testing.T, test func(t *testing.T, engine host.Option)) {
 	}
 }
 
-// spinsOnNative reports whether t runs on the native engine, where a guest looping
-// without calls must not be tested yet: its loop checks never yield to Go's
-// scheduler, so a garbage collection starting meanwhile waits for it forever and the
-// whole process stops (issue 16; the default engine, Extism's, exits to Go in every
-// loop).
-func spinsOnNative(t *testing.T) bool {
-	return strings.Contains(t.Name(), "/native")
-}
-
 func load(t *testing.T, h *host.Host, dir string, m host.Manifest) *host.Plugin {
 	t.Helper()
 	p, err := h.Load(context.Background(), wasm(t, dir), m)

@@ -8,14 +8,22 @@
 //     function and at the header of every loop: when the host sets it to a non-zero
 //     value, the guest traps (unreachable) at its next function call or loop iteration.
 //     A check is a load, a compare and a branch, compiled inline;
+//   - a countdown, another new global, decremented at the same places: every
+//     YieldEvery passes it calls the function it imports as YieldModule.YieldName,
+//     which the host implements in Go. wazero's compiled code cannot be preempted by
+//     Go's scheduler, so without these calls a guest looping without calling the host
+//     would hold its thread from every garbage collection's stop-the-world, and the
+//     whole process with it;
 //   - no start section: the start function is exported as StartExport instead, so the
 //     host runs it after instantiation, when the stop global can already be set (a
 //     start function that loops would otherwise hold the instantiation);
 //   - every mutable global it defines exported (GlobalExports), so that its state can
 //     be saved and restored along with its memory.
 //
-// Nothing else changes: function, global and type indices stay as they were (the new
-// global comes after the module's own), custom sections are kept.
+// The new import comes after the module's own, so the module's functions are numbered
+// one higher (calls, references, elements, exports and names follow); global and type
+// indices stay as they were (the new ones come after the module's own), custom
+// sections are kept.
 package instrument
 
 import (
@@ -39,6 +47,21 @@ const (
 	GlobalPrefix = "terrarium:global:"
 )
 
+// The function the rewritten module imports, of type () -> (), and how often it calls
+// it: once every YieldEvery function entries and loop headers. A call costs an exit to
+// Go (tens of nanoseconds); a pass between two checks is at least a few instructions,
+// so the guest loses well under a tenth of its time, and a collection waits for it a
+// few microseconds.
+const (
+	YieldModule = "terrarium"
+	YieldName   = "yield"
+	YieldEvery  = 1000
+)
+
+// Version names what Rewrite writes; it changes whenever that does, so that rewrites
+// kept on disk by an earlier version are not taken for this one's.
+const Version = "2"
+
 // ErrInvalid is wrapped by the errors of modules the rewriter cannot read: not
 // WebAssembly, truncated, or using an instruction or type outside what the host
 // supports (WebAssembly 2.0: MVP, bulk memory, reference types, multi-value, SIMD,
@@ -60,21 +83,26 @@ type Result struct {
 // Section ids (WebAssembly core specification, 5.5.2).
 const (
 	secCustom   = 0
+	secType     = 1
 	secImport   = 2
 	secGlobal   = 6
 	secExport   = 7
 	secStart    = 8
+	secElement  = 9
 	secCode     = 10
 	externGlob  = 3
 	externFunc  = 0
 	opEnd       = 0x0b
 	opLoop      = 0x03
+	opCall      = 0x10
+	opRefFunc   = 0xd2
 	opGlobalGet = 0x23
+	opGlobalSet = 0x24
 )
 
-// Rewrite instruments a module. It reads only what it must (imports, globals,
-// exports, start, code) and copies every other section as it is; wazero validates the
-// result when it compiles it.
+// Rewrite instruments a module. It reads only what it must (types, imports, globals,
+// exports, start, elements, code, names) and copies every other section as it is;
+// wazero validates the result when it compiles it.
 func Rewrite(wasm []byte) (*Result, error) {
 	if len(wasm) < 8 || !bytes.Equal(wasm[:8], []byte{0, 'a', 's', 'm', 1, 0, 0, 0}) {
 		return nil, fmt.Errorf("%w: not a WebAssembly 1.0 binary", ErrInvalid)
@@ -94,15 +122,19 @@ func Rewrite(wasm []byte) (*Result, error) {
 		sections = append(sections, section{id, body})
 	}
 
-	var importedGlobals, definedGlobals uint32
+	var types, importedFuncs, importedGlobals, definedGlobals uint32
 	var mutable []uint32 // indices of the module's own mutable globals
 	var exportNames []string
 	var start = -1
 	for _, s := range sections {
 		var err error
 		switch s.id {
+		case secType:
+			r := reader{b: s.body}
+			types = r.u32()
+			err = r.err
 		case secImport:
-			importedGlobals, err = countImportedGlobals(s.body)
+			importedFuncs, importedGlobals, err = countImports(s.body)
 		case secGlobal:
 			definedGlobals, mutable, err = readGlobals(s.body)
 		case secExport:
@@ -117,9 +149,11 @@ func Rewrite(wasm []byte) (*Result, error) {
 		}
 	}
 	stop := importedGlobals + definedGlobals
+	countdown := stop + 1
 	for i := range mutable {
 		mutable[i] += importedGlobals
 	}
+	fn := renumber(importedFuncs) // yield takes the index after the imported functions
 
 	res := &Result{HasStart: start >= 0}
 	var exports []byte // the entries to add to the export section
@@ -138,7 +172,7 @@ func Rewrite(wasm []byte) (*Result, error) {
 	}
 	if start >= 0 {
 		added++
-		if err := addExport(StartExport, externFunc, uint32(start)); err != nil {
+		if err := addExport(StartExport, externFunc, fn.at(uint32(start))); err != nil {
 			return nil, err
 		}
 	}
@@ -150,7 +184,15 @@ func Rewrite(wasm []byte) (*Result, error) {
 			return nil, err
 		}
 	}
-	check := stopCheck(stop)
+	check := checks(stop, countdown, importedFuncs)
+
+	// The new type () -> (), the import of yield, and the new globals: the stop
+	// global, (mut i32) 0, and the countdown, (mut i32) YieldEvery.
+	newType := []byte{0x60, 0, 0}
+	newImport := appendName(appendName(nil, YieldModule), YieldName)
+	newImport = binary.AppendUvarint(append(newImport, externFunc), uint64(types))
+	newGlobals := append([]byte{0x7f, 0x01, 0x41, 0x00, opEnd, 0x7f, 0x01, 0x41}, sleb(YieldEvery)...)
+	newGlobals = append(newGlobals, opEnd)
 
 	out := make([]byte, 0, len(wasm)+len(wasm)/16)
 	out = append(out, wasm[:8]...)
@@ -159,54 +201,63 @@ func Rewrite(wasm []byte) (*Result, error) {
 		out = binary.AppendUvarint(out, uint64(len(body)))
 		out = append(out, body...)
 	}
-	// The stop global: (mut i32) initialized to 0.
-	newGlobal := []byte{0x7f, 0x01, 0x41, 0x00, opEnd}
-	wroteGlobal, wroteExport := false, false
+	// The sections the rewrite adds to, and what each is if the module lacks it.
+	missing := []section{
+		{secType, appendVec(nil, 1, newType)},
+		{secImport, appendVec(nil, 1, newImport)},
+		{secGlobal, appendVec(nil, 2, newGlobals)},
+		{secExport, appendVec(nil, added, exports)},
+	}
+	wrote := func(id byte) {
+		missing = slices.DeleteFunc(missing, func(s section) bool { return s.id == id })
+	}
 	for _, s := range sections {
 		// A section the module lacks is written where it would have come: before the
 		// first section that follows it in the specification's order.
 		if s.id != secCustom {
-			if !wroteGlobal && sectionOrder[s.id] > sectionOrder[secGlobal] {
-				emit(secGlobal, appendVec(nil, 1, newGlobal))
-				wroteGlobal = true
-			}
-			if !wroteExport && sectionOrder[s.id] > sectionOrder[secExport] {
-				emit(secExport, appendVec(nil, added, exports))
-				wroteExport = true
+			for len(missing) > 0 && sectionOrder[s.id] > sectionOrder[missing[0].id] {
+				emit(missing[0].id, missing[0].body)
+				missing = missing[1:]
 			}
 		}
+		var body []byte
+		var err error
 		switch s.id {
+		case secType:
+			body, err = extendVec(s.body, 1, newType)
+		case secImport:
+			body, err = extendVec(s.body, 1, newImport)
 		case secGlobal:
-			body, err := extendVec(s.body, 1, newGlobal)
-			if err != nil {
-				return nil, fmt.Errorf("%w: globals: %w", ErrInvalid, err)
-			}
-			emit(secGlobal, body)
-			wroteGlobal = true
+			body, err = rewriteGlobals(s.body, fn, newGlobals)
 		case secExport:
-			body, err := extendVec(s.body, added, exports)
-			if err != nil {
-				return nil, fmt.Errorf("%w: exports: %w", ErrInvalid, err)
+			if body, err = rewriteExports(s.body, fn); err == nil {
+				body, err = extendVec(body, added, exports)
 			}
-			emit(secExport, body)
-			wroteExport = true
 		case secStart:
-			// Exported instead (StartExport).
+			continue // exported instead (StartExport)
+		case secElement:
+			body, err = rewriteElements(s.body, fn)
 		case secCode:
 			out = append(out, secCode)
-			var err error
-			if out, err = sized(out, func(out []byte) ([]byte, error) { return rewriteCode(out, s.body, check) }); err != nil {
+			if out, err = sized(out, func(out []byte) ([]byte, error) { return rewriteCode(out, s.body, check, fn) }); err != nil {
 				return nil, fmt.Errorf("%w: code: %w", ErrInvalid, err)
 			}
+			continue
+		case secCustom:
+			if body = rewriteCustom(s.body, fn); body == nil {
+				continue
+			}
 		default:
-			emit(s.id, s.body)
+			body = s.body
 		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, s.id, err)
+		}
+		emit(s.id, body)
+		wrote(s.id)
 	}
-	if !wroteGlobal {
-		emit(secGlobal, appendVec(nil, 1, newGlobal))
-	}
-	if !wroteExport {
-		emit(secExport, appendVec(nil, added, exports))
+	for _, s := range missing {
+		emit(s.id, s.body)
 	}
 	res.Wasm = out
 	return res, nil
@@ -219,12 +270,20 @@ func Describe(wasm []byte) (*Result, error) {
 		return nil, fmt.Errorf("%w: not a WebAssembly 1.0 binary", ErrInvalid)
 	}
 	res := &Result{Wasm: wasm}
-	stopped := false
+	stopped, yields := false, false
 	for r := (reader{b: wasm, pos: 8}); r.pos < len(r.b); {
 		id := r.byte()
 		body := r.bytes(int(r.u32()))
 		if r.err != nil {
 			return nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, id, r.err)
+		}
+		if id == secImport {
+			err := importKinds(body, func(module, name string, kind byte) {
+				yields = yields || kind == externFunc && module == YieldModule && name == YieldName
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%w: imports: %w", ErrInvalid, err)
+			}
 		}
 		if id != secExport {
 			continue
@@ -244,8 +303,9 @@ func Describe(wasm []byte) (*Result, error) {
 			}
 		}
 	}
-	if !stopped {
-		return nil, fmt.Errorf("%w: not a module Rewrite returned (no %s)", ErrInvalid, StopExport)
+	if !stopped || !yields {
+		// A module rewritten before yield existed is refused too.
+		return nil, fmt.Errorf("%w: not a module Rewrite returned (no %s, or no import of %s.%s)", ErrInvalid, StopExport, YieldModule, YieldName)
 	}
 	return res, nil
 }
@@ -280,12 +340,47 @@ func Interface(wasm []byte) (imports, exports []string, err error) {
 // table, memory, tag, global, export, start, element, data count, code, data.
 var sectionOrder = map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
 
-// stopCheck is the code run at every function entry and loop header: if the stop
-// global is set, trap.
-func stopCheck(stop uint32) []byte {
-	b := []byte{opGlobalGet}
-	b = binary.AppendUvarint(b, uint64(stop))
-	return append(b, 0x04, 0x40, 0x00, opEnd) // if (empty) unreachable end
+// checks is the code run at every function entry and loop header: if the stop global
+// is set, trap; count down, and at zero start again and call yield.
+func checks(stop, countdown, yield uint32) []byte {
+	get := func(b []byte, g uint32) []byte { return binary.AppendUvarint(append(b, opGlobalGet), uint64(g)) }
+	set := func(b []byte, g uint32) []byte { return binary.AppendUvarint(append(b, opGlobalSet), uint64(g)) }
+	b := get(nil, stop)
+	b = append(b, 0x04, 0x40, 0x00, opEnd) // if (empty) unreachable end
+	b = get(b, countdown)
+	b = append(b, 0x04, 0x40) // if (empty): countdown - 1
+	b = get(b, countdown)
+	b = append(b, 0x41, 0x01, 0x6b) // i32.const 1, i32.sub
+	b = set(b, countdown)
+	b = append(b, 0x05, 0x41) // else: YieldEvery, yield
+	b = append(b, sleb(YieldEvery)...)
+	b = set(b, countdown)
+	b = binary.AppendUvarint(append(b, opCall), uint64(yield))
+	return append(b, opEnd)
+}
+
+// sleb encodes a positive int32 in signed LEB128, as i32.const takes it.
+func sleb(v int32) []byte {
+	var b []byte
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v == 0 && c&0x40 == 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+// renumber maps the module's function indices to the rewritten module's: those of
+// its own functions, after the imported ones, move up one for the new import.
+type renumber uint32
+
+func (imported renumber) at(i uint32) uint32 {
+	if i >= uint32(imported) {
+		return i + 1
+	}
+	return i
 }
 
 func appendName(b []byte, name string) []byte {
@@ -337,14 +432,16 @@ func importKinds(body []byte, each func(module, name string, kind byte)) error {
 	return r.err
 }
 
-func countImportedGlobals(body []byte) (uint32, error) {
-	var globals uint32
-	err := importKinds(body, func(_, _ string, kind byte) {
-		if kind == externGlob {
+func countImports(body []byte) (funcs, globals uint32, err error) {
+	err = importKinds(body, func(_, _ string, kind byte) {
+		switch kind {
+		case externFunc:
+			funcs++
+		case externGlob:
 			globals++
 		}
 	})
-	return globals, err
+	return funcs, globals, err
 }
 
 func readImports(body []byte, funcs []string) ([]string, error) {
@@ -409,9 +506,151 @@ func sized(out []byte, write func([]byte) ([]byte, error)) ([]byte, error) {
 	return out, nil
 }
 
-// rewriteCode appends the code section body with the stop check inserted at the start
-// of every function body and after every loop instruction.
-func rewriteCode(out, body, check []byte) ([]byte, error) {
+// rewriteGlobals returns the global section with its initializers renumbered (fn) and
+// the encoded globals added.
+func rewriteGlobals(body []byte, fn renumber, added []byte) ([]byte, error) {
+	r := reader{b: body}
+	n := r.u32()
+	out := binary.AppendUvarint(make([]byte, 0, len(body)+len(added)+5), uint64(n+2))
+	for ; n > 0 && r.err == nil; n-- {
+		at := r.pos
+		r.valType()
+		r.byte()
+		out = append(out, body[at:r.pos]...)
+		out = copyConstExpr(out, &r, fn)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return append(out, added...), nil
+}
+
+// rewriteExports returns the export section with its functions renumbered.
+func rewriteExports(body []byte, fn renumber) ([]byte, error) {
+	r := reader{b: body}
+	n := r.u32()
+	out := binary.AppendUvarint(make([]byte, 0, len(body)+5), uint64(n))
+	for ; n > 0 && r.err == nil; n-- {
+		at := r.pos
+		r.name()
+		kind := r.byte()
+		out = append(out, body[at:r.pos]...)
+		index := r.u32()
+		if kind == externFunc {
+			index = fn.at(index)
+		}
+		out = binary.AppendUvarint(out, uint64(index))
+	}
+	return out, r.err
+}
+
+// rewriteElements returns the element section with its functions renumbered.
+func rewriteElements(body []byte, fn renumber) ([]byte, error) {
+	r := reader{b: body}
+	n := r.u32()
+	out := binary.AppendUvarint(make([]byte, 0, len(body)+len(body)/8+5), uint64(n))
+	for ; n > 0 && r.err == nil; n-- {
+		// The flags' bits: 0, passive or declarative (no offset); 1, with a table
+		// index (active) or declarative; 2, elements given as expressions.
+		flags := r.u32()
+		if flags > 7 {
+			return nil, fmt.Errorf("element segment flags %#x", flags)
+		}
+		out = binary.AppendUvarint(out, uint64(flags))
+		if flags&3 == 2 {
+			out = binary.AppendUvarint(out, uint64(r.u32()))
+		}
+		if flags&1 == 0 {
+			out = copyConstExpr(out, &r, fn)
+		}
+		if flags&3 != 0 {
+			out = append(out, r.byte()) // element kind or reference type
+		}
+		count := r.u32()
+		out = binary.AppendUvarint(out, uint64(count))
+		for ; count > 0 && r.err == nil; count-- {
+			if flags&4 != 0 {
+				out = copyConstExpr(out, &r, fn)
+			} else {
+				out = binary.AppendUvarint(out, uint64(fn.at(r.u32())))
+			}
+		}
+	}
+	if r.err == nil && r.pos != len(body) {
+		return nil, errors.New("bytes after the last element segment")
+	}
+	return out, r.err
+}
+
+// copyConstExpr appends the constant expression at r, up to its end, with its
+// functions renumbered.
+func copyConstExpr(out []byte, r *reader, fn renumber) []byte {
+	for r.err == nil {
+		at := r.pos
+		op := r.byte()
+		if op == opRefFunc {
+			out = binary.AppendUvarint(append(out, op), uint64(fn.at(r.u32())))
+			continue
+		}
+		r.immediates(op)
+		out = append(out, r.b[at:r.pos]...)
+		if op == opEnd {
+			break
+		}
+	}
+	return out
+}
+
+// rewriteCustom returns a custom section, the name section with its functions
+// renumbered. A name section it cannot read is dropped, as wazero ignores one: names
+// only label stack traces.
+func rewriteCustom(body []byte, fn renumber) []byte {
+	r := reader{b: body}
+	if r.name() != "name" || r.err != nil {
+		return body
+	}
+	out := append([]byte(nil), body[:r.pos]...)
+	for r.pos < len(body) && r.err == nil {
+		id := r.byte()
+		sub := reader{b: r.bytes(int(r.u32()))}
+		out = append(out, id)
+		switch id {
+		case 1, 2, 3: // function names, local names, label names: by function index
+			out, _ = sized(out, func(out []byte) ([]byte, error) {
+				n := sub.u32()
+				out = binary.AppendUvarint(out, uint64(n))
+				for ; n > 0 && sub.err == nil; n-- {
+					out = binary.AppendUvarint(out, uint64(fn.at(sub.u32())))
+					at := sub.pos
+					if id == 1 {
+						sub.name()
+					} else {
+						for m := sub.u32(); m > 0 && sub.err == nil; m-- {
+							sub.u32()
+							sub.name()
+						}
+					}
+					out = append(out, sub.b[at:sub.pos]...)
+				}
+				return out, nil
+			})
+		default:
+			out = binary.AppendUvarint(out, uint64(len(sub.b)))
+			out = append(out, sub.b...)
+		}
+		if sub.err != nil {
+			r.err = sub.err
+		}
+	}
+	if r.err != nil {
+		return nil
+	}
+	return out
+}
+
+// rewriteCode appends the code section body with the checks inserted at the start of
+// every function body and after every loop instruction, and its functions renumbered.
+func rewriteCode(out, body, check []byte, fn renumber) ([]byte, error) {
 	r := reader{b: body}
 	n := r.u32()
 	if r.err != nil {
@@ -425,7 +664,7 @@ func rewriteCode(out, body, check []byte) ([]byte, error) {
 			return nil, fmt.Errorf("function %d: %w", i, r.err)
 		}
 		var err error
-		out, err = sized(out, func(out []byte) ([]byte, error) { return rewriteFunc(out, code, check) })
+		out, err = sized(out, func(out []byte) ([]byte, error) { return rewriteFunc(out, code, check, fn) })
 		if err != nil {
 			return nil, fmt.Errorf("function %d: %w", i, err)
 		}
@@ -436,7 +675,7 @@ func rewriteCode(out, body, check []byte) ([]byte, error) {
 	return out, nil
 }
 
-func rewriteFunc(out, code, check []byte) ([]byte, error) {
+func rewriteFunc(out, code, check []byte, fn renumber) ([]byte, error) {
 	r := reader{b: code}
 	for n := r.u32(); n > 0 && r.err == nil; n-- {
 		r.u32()
@@ -450,6 +689,12 @@ func rewriteFunc(out, code, check []byte) ([]byte, error) {
 	last := r.pos // code up to here is in out
 	for r.pos < len(code) {
 		op := r.byte()
+		if op == opCall || op == opRefFunc {
+			out = append(out, code[last:r.pos]...)
+			out = binary.AppendUvarint(out, uint64(fn.at(r.u32())))
+			last = r.pos
+			continue
+		}
 		r.immediates(op)
 		if r.err != nil {
 			return nil, r.err
@@ -459,6 +704,9 @@ func rewriteFunc(out, code, check []byte) ([]byte, error) {
 			out = append(out, check...)
 			last = r.pos
 		}
+	}
+	if r.err != nil {
+		return nil, r.err
 	}
 	return append(out, code[last:]...), nil
 }

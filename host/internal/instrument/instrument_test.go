@@ -80,11 +80,23 @@ type instance struct {
 
 func instantiate(t *testing.T, wasm []byte, started func()) instance {
 	t.Helper()
+	return instantiateYielding(t, wasm, started, func() {})
+}
+
+// instantiateYielding instantiates the rewrite of wasm with yield as the function it
+// calls every YieldEvery checks.
+func instantiateYielding(t *testing.T, wasm []byte, started, yield func()) instance {
+	t.Helper()
 	ctx := context.Background()
 	rt := wazero.NewRuntime(ctx) // no close-on-context-done checks
 	t.Cleanup(func() { rt.Close(ctx) })
 	_, err := rt.NewHostModuleBuilder("env").NewFunctionBuilder().
 		WithFunc(func(context.Context) { started() }).Export("started").Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.NewHostModuleBuilder(instrument.YieldModule).NewFunctionBuilder().
+		WithFunc(func(context.Context) { yield() }).Export(instrument.YieldName).Instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +143,85 @@ func TestStopEndsRecursionWithoutLoops(t *testing.T) {
 	}
 }
 
+// TestLoopsAndCallsYield: a guest looping without calls, or recursing without loops,
+// calls yield every YieldEvery passes; here yield stops it on its third call (a guest
+// that never yields would keep the test running until hangGuard).
+func TestLoopsAndCallsYield(t *testing.T) {
+	for _, tc := range []struct {
+		export string
+		arg    uint64
+	}{{"spin", 0}, {"deep", 40}} {
+		t.Run(tc.export, func(t *testing.T) {
+			var inst instance
+			yields := 0
+			inst = instantiateYielding(t, spinner, func() {}, func() {
+				if yields++; yields == 3 {
+					inst.stop.Set(1)
+				}
+			})
+			done := make(chan error, 1)
+			go func() {
+				var args []uint64
+				if tc.export == "deep" {
+					args = append(args, tc.arg)
+				}
+				_, err := inst.mod.ExportedFunction(tc.export).Call(context.Background(), args...)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "unreachable") {
+					t.Errorf("%s: %v, want a trap", tc.export, err)
+				}
+				if yields != 3 {
+					t.Errorf("%d yields, want 3", yields)
+				}
+			case <-time.After(hangGuard):
+				t.Fatalf("%s still running after %v: it does not yield", tc.export, hangGuard)
+			}
+		})
+	}
+}
+
+// TestFunctionsAreRenumbered: the import of yield moves the module's own functions up
+// one; every reference to them follows (calls, tables filled by element segments of
+// each form, ref.func in code and globals, exports, names).
+func TestFunctionsAreRenumbered(t *testing.T) {
+	functionNames := vec(cat([]byte{1}, name("seven")))
+	wasm := module(
+		section(1, vec([]byte{0x60, 0, 1, 0x7f}, []byte{0x60, 0, 0})),    // types: () -> i32, () -> ()
+		section(2, vec(cat(name("env"), name("started"), []byte{0, 1}))), // import func 0
+		section(3, vec([]byte{0}, []byte{0}, []byte{0}, []byte{0}, []byte{0})),
+		section(4, vec([]byte{0x70, 0, 4})),             // table: 4 funcrefs
+		section(6, vec([]byte{0x70, 0, 0xd2, 1, 0x0b})), // global 0: ref.func seven
+		section(7, vec(cat(name("seven"), []byte{0, 1}), cat(name("viaCall"), []byte{0, 2}), cat(name("viaTable"), []byte{0, 3}), cat(name("viaRef"), []byte{0, 4}), cat(name("viaGlobal"), []byte{0, 5}))),
+		section(9, vec(
+			[]byte{0, 0x41, 0, 0x0b, 1, 1},             // table[0] = seven, by index
+			[]byte{4, 0x41, 3, 0x0b, 1, 0xd2, 1, 0x0b}, // table[3] = seven, by expression
+			[]byte{3, 0, 1, 1},                         // seven declared, for ref.func in code
+		)),
+		section(10, vec(
+			body(0x41, 7, 0x0b), // seven
+			body(0x10, 1, 0x0b), // viaCall: seven()
+			body(0x41, 0, 0x11, 0, 0, 0x41, 3, 0x11, 0, 0, 0x6a, 0x0b), // viaTable: table[0]() + table[3]()
+			body(0x41, 1, 0xd2, 1, 0x26, 0, 0x41, 1, 0x11, 0, 0, 0x0b), // viaRef: table[1] = ref.func seven; table[1]()
+			body(0x41, 2, 0x23, 0, 0x26, 0, 0x41, 2, 0x11, 0, 0, 0x0b), // viaGlobal: table[2] = global 0; table[2]()
+		)),
+		section(0, cat(name("name"), []byte{1}, name(string(functionNames)))), // subsection 1
+	)
+	inst := instantiate(t, wasm, func() {})
+	for export, want := range map[string]uint64{"seven": 7, "viaCall": 7, "viaTable": 14, "viaRef": 7, "viaGlobal": 7} {
+		fn := inst.mod.ExportedFunction(export)
+		got, err := fn.Call(context.Background())
+		if err != nil || got[0] != want {
+			t.Errorf("%s() = %v, %v; want %d", export, got, err, want)
+		}
+	}
+	if got := inst.mod.ExportedFunction("seven").Definition().Name(); got != "seven" {
+		t.Errorf("function seven is named %q, want seven", got)
+	}
+}
+
 func TestStartFunctionIsExported(t *testing.T) {
 	inst := instantiate(t, spinner, func() {})
 	counter := inst.mod.ExportedGlobal("counter")
@@ -161,21 +252,17 @@ func TestMutableGlobalsAreExported(t *testing.T) {
 	}
 }
 
-func TestModulesWithoutGlobalsOrExports(t *testing.T) {
-	bare := module(section(1, vec([]byte{0x60, 0, 0})), section(3, vec([]byte{0})), section(10, vec(body(0x0b))))
-	res, err := instrument.Rewrite(bare)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	rt := wazero.NewRuntime(ctx)
-	defer rt.Close(ctx)
-	mod, err := rt.Instantiate(ctx, res.Wasm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mod.ExportedGlobal(instrument.StopExport) == nil {
-		t.Error("no stop global exported")
+// TestModulesWithoutSections: a module with none of the sections the rewrite adds to
+// (types, imports, globals, exports) gets them.
+func TestModulesWithoutSections(t *testing.T) {
+	for what, wasm := range map[string][]byte{
+		"no imports, globals or exports": module(section(1, vec([]byte{0x60, 0, 0})), section(3, vec([]byte{0})), section(10, vec(body(0x0b)))),
+		"nothing at all":                 module(),
+	} {
+		inst := instantiate(t, wasm, func() {})
+		if inst.stop == nil {
+			t.Errorf("%s: no stop global exported", what)
+		}
 	}
 }
 
