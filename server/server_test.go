@@ -128,6 +128,14 @@ func newTestServerWith(t testing.TB, depOpts []deploy.Option, opts ...server.Opt
 // answer into out, if given; it returns the response.
 func (ts *testServer) do(t *testing.T, method, path string, body any, out any) *http.Response {
 	t.Helper()
+	return request(t, ts.Server, "", method, path, body, out)
+}
+
+// request sends a request to ts with the API key key (none if "") and a JSON body (a
+// string is sent as it is), decodes the JSON answer into out when given, and returns
+// the response.
+func request(t testing.TB, ts *httptest.Server, key, method, path string, body, out any) *http.Response {
+	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -145,6 +153,9 @@ func (ts *testServer) do(t *testing.T, method, path string, body any, out any) *
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	resp, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

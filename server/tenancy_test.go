@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -152,33 +151,7 @@ func newTenantServerOf(t testing.TB, tenantsFile string) *tenantServer {
 // out when given, and returns the response.
 func (ts *tenantServer) call(t testing.TB, key, method, path string, body, out any) *http.Response {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(t.Context(), method, ts.URL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, data, err)
-		}
-	}
-	return resp
+	return request(t, ts.Server, key, method, path, body, out)
 }
 
 // A key of tenant b cannot read, resume, list, answer, cancel, close or abort tenant
