@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/deploy"
-	"github.com/terrarium-ai/terrarium/server"
 	"github.com/terrarium-ai/terrarium/store"
 )
 
@@ -22,35 +18,10 @@ import (
 // their sessions in shared: one host of a fleet sharing a store.
 func newHost(t *testing.T, shared store.Store) *testServer {
 	t.Helper()
-	dir := t.TempDir()
-	for name, src := range map[string]string{
+	return newServerOf(t, map[string]string{
 		"echo.yaml": "name: echo\nmodel: {name: test/echo}\n",
 		"gate.yaml": "name: gate\nmodel: {name: test/gate}\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	files, err := deploy.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gate{started: make(chan struct{}), release: make(chan struct{})}
-	d, err := deploy.New(t.Context(), files, deploy.WithRegistry(testRegistry(g)), deploy.WithStore(shared), deploy.WithLogger(quietLog))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(d, server.WithLogger(quietLog))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		ts.Close()
-		srv.Shutdown(context.Background())
-		d.Close(context.Background())
-	})
-	return &testServer{Server: ts, srv: srv, dep: d, gate: g}
+	}, []deploy.Option{deploy.WithStore(shared)})
 }
 
 // turnResult is what a turn sent by sendTurn got: the model's text, or an error's

@@ -95,8 +95,15 @@ func newTestServer(t *testing.T, opts ...server.Option) *testServer {
 // newTestServerWith is newTestServer with options for the deployment too.
 func newTestServerWith(t testing.TB, depOpts []deploy.Option, opts ...server.Option) *testServer {
 	t.Helper()
+	return newServerOf(t, testAgents, depOpts, opts...)
+}
+
+// newServerOf serves the agent files agents (file name to YAML) with the test models,
+// the deployment's options and the server's.
+func newServerOf(t testing.TB, agents map[string]string, depOpts []deploy.Option, opts ...server.Option) *testServer {
+	t.Helper()
 	dir := t.TempDir()
-	for name, src := range testAgents {
+	for name, src := range agents {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
