@@ -281,30 +281,33 @@ func (h *Host) LoadFile(ctx context.Context, path string, m Manifest) (*Plugin, 
 // /tool/<plugin>/<tool> and /handler/<plugin>/<handler>. The manifest grants what
 // the plugin may do.
 func (h *Host) Load(ctx context.Context, wasm []byte, m Manifest) (*Plugin, error) {
-	p, err := h.prepare(ctx, wasm, m)
+	p, err := h.prepareChecked(ctx, wasm, m)
 	if err != nil {
 		return nil, err
-	}
-	if err := h.check(p); err != nil {
-		p.close(context.Background())
-		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
 	return h.finishLoad(p)
 }
 
-// check is what Load and Reload ask of a prepared plugin before it may serve: a valid
-// descriptor, the exports it promises, and a tenant view's admission.
-func (h *Host) check(p *Plugin) error {
-	if err := ValidateDescriptor(&p.desc); err != nil {
-		return err
+// prepareChecked prepares a plugin and checks what Load and Reload ask of it before it
+// may serve: a valid descriptor, the exports it promises, and a tenant view's
+// admission.
+func (h *Host) prepareChecked(ctx context.Context, wasm []byte, m Manifest) (*Plugin, error) {
+	p, err := h.prepare(ctx, wasm, m)
+	if err != nil {
+		return nil, err
 	}
-	if err := p.checkExports(); err != nil {
-		return err
+	err = ValidateDescriptor(&p.desc)
+	if err == nil {
+		err = p.checkExports()
 	}
-	if h.admit != nil {
-		return h.admit(p.desc.Name, p.manifest)
+	if err == nil && h.admit != nil {
+		err = h.admit(p.desc.Name, p.manifest)
 	}
-	return nil
+	if err != nil {
+		p.close(context.Background())
+		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	return p, nil
 }
 
 // finishLoad registers a prepared and checked plugin, which has no other version

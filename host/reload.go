@@ -130,13 +130,9 @@ func (s *handlerSlot) retarget(a agent.Action) bool {
 // once the old version's calls have finished, or ctx has ended: they are then ended.
 // If the new version fails to load, the old one stays, untouched.
 func (h *Host) Reload(ctx context.Context, wasm []byte, m Manifest) (*Plugin, error) {
-	p, err := h.prepare(ctx, wasm, m)
+	p, err := h.prepareChecked(ctx, wasm, m)
 	if err != nil {
 		return nil, err
-	}
-	if err := h.check(p); err != nil {
-		p.close(context.Background())
-		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
 
 	h.mu.Lock()
