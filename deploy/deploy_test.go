@@ -21,6 +21,19 @@ import (
 
 var quiet = deploy.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
+// turnInSession runs one turn saying text in the agent's session id, then closes the
+// connection.
+func turnInSession(t *testing.T, a *deploy.Agent, id, text string) {
+	t.Helper()
+	conn, err := a.Flow().ConnectAny(t.Context(), json.RawMessage(`{"sessionId":"`+id+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn(t, conn, say(text))
+	conn.Close()
+	conn.Output()
+}
+
 // turn sends one input and returns the turn's text and its pending interrupts.
 func turn(t *testing.T, conn session.AnyConnection, in *session.SessionFlowInput) (string, []*abi.Part) {
 	t.Helper()
@@ -213,13 +226,7 @@ func testGivenStore(t *testing.T, kind string) {
 	}
 	defer d.Close(context.Background())
 	a, _ := d.Agent("a")
-	conn, err := a.Flow().ConnectAny(t.Context(), json.RawMessage(`{"sessionId":"s"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	turn(t, conn, say("hi"))
-	conn.Close()
-	conn.Output()
+	turnInSession(t, a, "s", "hi")
 	if st.commits == 0 {
 		t.Error("the snapshot did not go to the given store")
 	}
@@ -269,13 +276,7 @@ func TestDeploymentKeepsSessionsInPostgres(t *testing.T) {
 	if a.SnapshotStore != deploy.StorePostgres {
 		t.Fatalf("agent's store = %q, want postgres by default", a.SnapshotStore)
 	}
-	conn, err := a.Flow().ConnectAny(t.Context(), json.RawMessage(`{"sessionId":"s"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	turn(t, conn, say("hi"))
-	conn.Close()
-	conn.Output()
+	turnInSession(t, a, "s", "hi")
 
 	hostB, err := deploy.New(t.Context(), []*deploy.File{f}, deploy.WithPostgres(url), deploy.WithRegistry(agent.NewRegistry()), quiet)
 	if err != nil {

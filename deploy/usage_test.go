@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 
@@ -45,13 +44,7 @@ func TestDeploymentUsageAndStoredBytes(t *testing.T) {
 		t.Fatalf("before any session: %d, %v", n, err)
 	}
 	a, _ := d.Agent("a")
-	conn, err := a.Flow().ConnectAny(t.Context(), json.RawMessage(`{"sessionId":"s"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	turn(t, conn, say("hi"))
-	conn.Close()
-	conn.Output()
+	turnInSession(t, a, "s", "hi")
 	mu.Lock()
 	if len(used) != 1 || used[0].InputTokens != 7 || used[0].OutputTokens != 3 {
 		t.Errorf("usage handed on: %+v", used)
