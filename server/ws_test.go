@@ -59,7 +59,7 @@ func (w *wsClient) turn(t *testing.T, text string) string {
 	for {
 		m := w.next(t)
 		if m.Type != "chunk" {
-			t.Fatalf("unexpected %+v", m)
+			t.Fatalf("turn %q: %s %+v", text, m.Type, m.Error)
 		}
 		if m.Chunk.Chunk != nil {
 			b.WriteString(m.Chunk.Chunk.Text())
