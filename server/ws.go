@@ -32,8 +32,11 @@ import (
 // cancel the running turn. A client offering subprotocols offers terrarium.v1 (the
 // server picks it); a browser, which cannot set the Authorization header on a
 // WebSocket, offers its API key as a second one, bearer.<key>, never echoed. A turn sent while one runs is answered with the error
-// session_busy. Chunks are written as the flow makes them, each waiting for the
-// socket: a client that reads slowly slows the agent down, never the server's memory.
+// session_busy. Each turn continues the session's latest snapshot, even one another
+// host sharing the store committed meanwhile; a turn that lost a race with another
+// host's is answered with the error conflict, and the socket stays open for the next.
+// Chunks are written as the flow makes them, each waiting for the socket: a client
+// that reads slowly slows the agent down, never the server's memory.
 type (
 	// WSMessage is what the server sends on a WebSocket.
 	WSMessage struct {

@@ -122,3 +122,22 @@ func TestWebSocketPicksItsSubprotocol(t *testing.T) {
 		t.Errorf("subprotocol %q, want terrarium.v1", c.Subprotocol())
 	}
 }
+
+// A turn that ends the session's connection (here, cancelled) ends the socket too.
+func TestWebSocketClosesWhenTheSessionEnds(t *testing.T) {
+	ts := newTestServer(t)
+	w := dialWS(t, ts, "gate", "")
+	w.send(t, map[string]any{"text": "held"})
+	<-ts.gate.started
+	w.send(t, map[string]any{"cancel": true})
+	for {
+		_, _, err := w.c.Read(t.Context())
+		if err == nil {
+			continue
+		}
+		if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+			t.Fatalf("the socket ended with %v, want a normal closure", err)
+		}
+		return
+	}
+}
