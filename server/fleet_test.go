@@ -330,3 +330,22 @@ func TestWebSocketRacingAnotherHostConflicts(t *testing.T) {
 		t.Fatalf("after the socket's next turn the session holds %d messages, want 6", n)
 	}
 }
+
+// A WebSocket's turn while the store cannot be read is refused with
+// store_unavailable, and the socket stays open: its next turn, once the store is back,
+// runs.
+func TestWebSocketTurnWhileTheStoreIsDown(t *testing.T) {
+	st := &pingStore{Memory: store.NewMemory()}
+	ts := newHost(t, st)
+	w := dialWS(t, ts, "echo", "")
+	w.turn(t, "before")
+	st.down.Store(true)
+	w.send(t, map[string]any{"text": "during"})
+	if m := w.next(t); m.Type != "error" || m.Error.Code != "store_unavailable" {
+		t.Fatalf("a turn while the store is down: %+v", m)
+	}
+	st.down.Store(false)
+	if got := w.turn(t, "after"); got != "echo: after" {
+		t.Fatalf("a turn once the store is back: %q", got)
+	}
+}
