@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -250,6 +251,101 @@ func TestTurnWhileTheStoreIsDownIs503(t *testing.T) {
 	}
 	st.down.Store(false)
 	if got := ts.mustTurn(t, "echo", id, "after"); got != "echo: after" {
+		t.Fatalf("a turn once the store is back: %q", got)
+	}
+}
+
+// A WebSocket holds a session open on one host while another host runs a turn of it:
+// the socket's next turn reopens the session from the store's head and continues the
+// other host's turn, as an HTTP turn would, instead of failing with a conflict.
+func TestWebSocketContinuesAnotherHostsTurn(t *testing.T) {
+	shared := store.NewMemory()
+	a, b := newHost(t, shared), newHost(t, shared)
+	id := a.newSession(t, "echo", nil)
+	w := dialWS(t, a, "echo", "sessionId="+id)
+	if got := w.turn(t, "one on a"); got != "echo: one on a" {
+		t.Fatalf("the first turn on a's socket: %q", got)
+	}
+	b.mustTurn(t, "echo", id, "two on b")
+	if got := w.turn(t, "three on a"); got != "echo: three on a" {
+		t.Fatalf("the socket's turn after b's answered %q", got)
+	}
+	var info struct {
+		Snapshot struct {
+			State struct {
+				Messages []*abi.Message `json:"messages"`
+			} `json:"state"`
+		} `json:"snapshot"`
+	}
+	b.do(t, "GET", "/api/agents/echo/sessions/"+id, nil, &info)
+	var history []string
+	for _, m := range info.Snapshot.State.Messages {
+		if m.Role == abi.RoleUser {
+			history = append(history, m.Text())
+		}
+	}
+	if want := []string{"one on a", "two on b", "three on a"}; !slices.Equal(history, want) {
+		t.Fatalf("the session's turns are %q, want %q", history, want)
+	}
+}
+
+// A turn on a WebSocket racing one on another host from the same snapshot is still a
+// conflict when it commits second: the socket reports it, and its next turn continues
+// the winner's.
+func TestWebSocketRacingAnotherHostConflicts(t *testing.T) {
+	shared := store.NewMemory()
+	a, b := newHost(t, shared), newHost(t, shared)
+	id := a.newSession(t, "gate", nil)
+	w := dialWS(t, a, "gate", "sessionId="+id)
+	release := func(h *testServer) {
+		<-h.gate.started
+		h.gate.release <- struct{}{}
+	}
+	go release(a)
+	w.turn(t, "first")
+
+	w.send(t, map[string]any{"text": "race on a"})
+	<-a.gate.started
+	onB := make(chan turnResult, 1)
+	go func() { onB <- b.sendTurn(t.Context(), "gate", id, "race on b") }()
+	release(b)
+	if r := <-onB; r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("the winner on b: %+v", r)
+	}
+	a.gate.release <- struct{}{}
+	m := w.next(t)
+	for m.Type == "chunk" && !m.Chunk.EndTurn {
+		m = w.next(t)
+	}
+	if m.Type != "error" || m.Error.Code != "conflict" {
+		t.Fatalf("the loser on a's socket got %+v, want a conflict", m)
+	}
+	if n := b.messagesOf(t, "gate", id); n != 4 {
+		t.Fatalf("after the race the session holds %d messages, want 4 (two turns)", n)
+	}
+
+	go release(a)
+	w.turn(t, "after")
+	if n := b.messagesOf(t, "gate", id); n != 6 {
+		t.Fatalf("after the socket's next turn the session holds %d messages, want 6", n)
+	}
+}
+
+// A WebSocket's turn while the store cannot be read is refused with
+// store_unavailable, and the socket stays open: its next turn, once the store is back,
+// runs.
+func TestWebSocketTurnWhileTheStoreIsDown(t *testing.T) {
+	st := &pingStore{Memory: store.NewMemory()}
+	ts := newHost(t, st)
+	w := dialWS(t, ts, "echo", "")
+	w.turn(t, "before")
+	st.down.Store(true)
+	w.send(t, map[string]any{"text": "during"})
+	if m := w.next(t); m.Type != "error" || m.Error.Code != "store_unavailable" {
+		t.Fatalf("a turn while the store is down: %+v", m)
+	}
+	st.down.Store(false)
+	if got := w.turn(t, "after"); got != "echo: after" {
 		t.Fatalf("a turn once the store is back: %q", got)
 	}
 }

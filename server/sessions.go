@@ -161,12 +161,26 @@ func (s *sessions) get(ctx context.Context, a *deploy.Agent, id string) (*live, 
 	return fresh, nil
 }
 
-// stale reports whether the session, idle and held by no WebSocket, continues an
-// older snapshot than the store's head: another host ran a turn of it since.
+// stale reports whether the session, idle, continues an older snapshot than the
+// store's head: another host ran a turn of it since. A WebSocket holding it does not
+// keep it: its next turn would conflict, so it follows the session reopened instead.
 func (l *live) stale(head string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return !l.running && l.attached == 0 && l.head != "" && l.head != head
+	return !l.running && l.head != "" && l.head != head
+}
+
+// follow returns the session a WebSocket holding l runs its next turn on: l, or the
+// session get reopened in its place (from the store's head, when another host ran a
+// turn of it; or after it was closed). The socket's hold moves with it.
+func (s *sessions) follow(ctx context.Context, l *live) (*live, error) {
+	cur, err := s.get(ctx, l.agent, l.id)
+	if err != nil || cur == l {
+		return cur, err
+	}
+	cur.attach(1)
+	l.attach(-1)
+	return cur, nil
 }
 
 // peek returns the open session, or nil.
@@ -224,7 +238,8 @@ func (s *sessions) turn(l *live, in *session.SessionFlowInput, emit func(*sessio
 	if err := s.claim(l); err != nil {
 		return err
 	}
-	return s.run(l, in, emit)
+	_, err := s.run(l, in, emit)
+	return err
 }
 
 // claim marks the session as running a turn, or fails with ErrSessionBusy (or
@@ -253,14 +268,15 @@ func (s *sessions) claim(l *live) error {
 	return nil
 }
 
-// run runs the turn claimed on the session. The turn's last chunk (EndTurn) is handed
-// to emit only once the session is free again, so a client that answers it with the
-// next turn at once never finds the session busy.
-func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
+// run runs the turn claimed on the session, and reports whether the session's
+// connection ended with it (detached, halted, failed or cancelled). The turn's last
+// chunk (EndTurn) is handed to emit only once the session is free again, so a client
+// that answers it with the next turn at once never finds the session busy.
+func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) (ended bool, err error) {
 	start := time.Now()
 	listening := true
 	var last *session.AnyChunk
-	err := s.runTurn(l, in, func(c *session.AnyChunk) error {
+	err = s.runTurn(l, in, func(c *session.AnyChunk) error {
 		if c.SnapshotCreated != "" {
 			l.mu.Lock()
 			l.head = c.SnapshotCreated
@@ -276,6 +292,9 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 		return nil
 	})
 	s.metrics.turn(s.base, l.agent.Name, start, err)
+	// Read while the turn holds the session: once it is free, get may close the
+	// connection in favour of a newer head, which does not end the session.
+	ended = l.ctx.Err() != nil
 	l.mu.Lock()
 	l.running, l.idle = false, time.Now()
 	endTurn := l.endTurn
@@ -292,7 +311,7 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 	if last != nil && listening {
 		emit(last)
 	}
-	return err
+	return ended, err
 }
 
 // runTurn sends the input and hands the turn's chunks to emit, reading them all

@@ -32,8 +32,11 @@ import (
 // cancel the running turn. A client offering subprotocols offers terrarium.v1 (the
 // server picks it); a browser, which cannot set the Authorization header on a
 // WebSocket, offers its API key as a second one, bearer.<key>, never echoed. A turn sent while one runs is answered with the error
-// session_busy. Chunks are written as the flow makes them, each waiting for the
-// socket: a client that reads slowly slows the agent down, never the server's memory.
+// session_busy. Each turn continues the session's latest snapshot, even one another
+// host sharing the store committed meanwhile; a turn that lost a race with another
+// host's is answered with the error conflict, and the socket stays open for the next.
+// Chunks are written as the flow makes them, each waiting for the socket: a client
+// that reads slowly slows the agent down, never the server's memory.
 type (
 	// WSMessage is what the server sends on a WebSocket.
 	WSMessage struct {
@@ -105,7 +108,8 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	c.SetReadLimit(s.maxBody)
 	l.attach(1)
-	defer l.attach(-1)
+	// l is the session the socket holds: follow may replace it before each turn.
+	defer func() { l.attach(-1) }()
 
 	ws := &wsConn{c: c, ctx: r.Context()}
 	defer c.CloseNow()
@@ -141,14 +145,20 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 			ws.fail(err)
 			continue
 		}
+		cur, err := s.sessions.follow(r.Context(), l)
+		if err != nil {
+			ws.fail(err)
+			continue
+		}
+		l = cur
 		if err := s.sessions.claim(l); err != nil {
 			ws.fail(err)
 			continue
 		}
 		turns.Add(1)
-		go func() {
+		go func(l *live) {
 			defer turns.Done()
-			err := s.sessions.run(l, in, func(c *session.AnyChunk) error {
+			ended, err := s.sessions.run(l, in, func(c *session.AnyChunk) error {
 				return ws.send(WSMessage{Type: "chunk", Chunk: c})
 			})
 			var te *session.TurnError
@@ -156,13 +166,15 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 				// A refusal is in its chunk already; anything else ends the turn here.
 				ws.fail(err)
 			}
-			select {
-			case <-l.conn.Done():
-				// The session ended (detached, halted, cancelled): so does the socket.
+			switch {
+			case ended && errors.Is(err, session.ErrConflict):
+				// Another host continued the session first: the socket stays, and its
+				// next turn follows the session from the store's head.
+			case ended:
+				// Detached, halted, cancelled: so is the socket.
 				c.Close(websocket.StatusNormalClosure, "the session ended")
-			default:
 			}
-		}()
+		}(l)
 	}
 }
 

@@ -59,7 +59,7 @@ func (w *wsClient) turn(t *testing.T, text string) string {
 	for {
 		m := w.next(t)
 		if m.Type != "chunk" {
-			t.Fatalf("unexpected %+v", m)
+			t.Fatalf("turn %q: %s %+v", text, m.Type, m.Error)
 		}
 		if m.Chunk.Chunk != nil {
 			b.WriteString(m.Chunk.Chunk.Text())
@@ -120,5 +120,24 @@ func TestWebSocketPicksItsSubprotocol(t *testing.T) {
 	defer c.CloseNow()
 	if c.Subprotocol() != "terrarium.v1" {
 		t.Errorf("subprotocol %q, want terrarium.v1", c.Subprotocol())
+	}
+}
+
+// A turn that ends the session's connection (here, cancelled) ends the socket too.
+func TestWebSocketClosesWhenTheSessionEnds(t *testing.T) {
+	ts := newTestServer(t)
+	w := dialWS(t, ts, "gate", "")
+	w.send(t, map[string]any{"text": "held"})
+	<-ts.gate.started
+	w.send(t, map[string]any{"cancel": true})
+	for {
+		_, _, err := w.c.Read(t.Context())
+		if err == nil {
+			continue
+		}
+		if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+			t.Fatalf("the socket ended with %v, want a normal closure", err)
+		}
+		return
 	}
 }

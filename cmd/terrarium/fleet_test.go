@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -208,5 +210,165 @@ func TestServeStoreWantsAPostgresURL(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, "want a postgres:// URL") {
 			t.Errorf("-store %s: exit %d, %s", arg, code, stderr)
 		}
+	}
+}
+
+// holdText is the turn fakeOpenAI streams a first chunk of and then never finishes.
+const holdText = "hold"
+
+// fakeOpenAI serves a Chat Completions API on loopback for the openai plugin. It
+// answers "echo: <the last user text>"; a turn of holdText streams "partial" and then
+// hangs until its caller goes away (or the test ends), so that a host can be killed
+// mid-turn.
+func fakeOpenAI(t *testing.T) *httptest.Server {
+	t.Helper()
+	ended := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Stream   bool `json:"stream"`
+			Messages []struct {
+				Role    string          `json:"role"`
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+			http.Error(w, "want a chat completion request", http.StatusBadRequest)
+			return
+		}
+		var text string
+		if last := req.Messages[len(req.Messages)-1]; json.Unmarshal(last.Content, &text) != nil {
+			var parts []struct{ Text string }
+			json.Unmarshal(last.Content, &parts)
+			for _, p := range parts {
+				text += p.Text
+			}
+		}
+		if !req.Stream {
+			json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{
+				"index": 0, "message": map[string]any{"role": "assistant", "content": "echo: " + text}, "finish_reason": "stop"}}})
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		delta := func(content string, finish any) {
+			data, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{
+				"index": 0, "delta": map[string]any{"role": "assistant", "content": content}, "finish_reason": finish}}})
+			fmt.Fprintf(w, "data: %s\n\n", data)
+			w.(http.Flusher).Flush()
+		}
+		if text == holdText {
+			delta("partial", nil)
+			select {
+			case <-r.Context().Done():
+			case <-ended:
+			}
+			return
+		}
+		delta("echo: "+text, "stop")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { close(ended) }) // first: Close waits for the handlers
+	return ts
+}
+
+// modelAgents writes the agent file echo of the openai plugin's model fake, served
+// by model.
+func modelAgents(t *testing.T, model *httptest.Server) string {
+	t.Helper()
+	openai, err := filepath.Abs("../../plugins/openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(model.URL, "http://")
+	dir := t.TempDir()
+	src := fmt.Sprintf(`name: echo
+model: {name: openai/fake}
+plugins:
+  - path: %s
+    grants:
+      http: [%q]
+      config: {baseURL: "%s/v1", models: fake, apiKeySecret: ""}
+`, openai, addr, model.URL)
+	if err := os.WriteFile(filepath.Join(dir, "echo.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// headOf returns the ID of the session's latest snapshot.
+func (s *served) headOf(t *testing.T, session string) string {
+	t.Helper()
+	var info struct{ Snapshot struct{ SnapshotID string } }
+	if code := s.call(t, "GET", "/api/agents/echo/sessions/"+session, "", &info); code != http.StatusOK {
+		t.Fatalf("session %s: status %d", session, code)
+	}
+	return info.Snapshot.SnapshotID
+}
+
+// awaitStreamed sends a turn as server-sent events and returns once the client has
+// read a chunk of the model's text: the turn is then running on the host.
+func (s *served) awaitStreamed(t *testing.T, session, text, want string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"text": text})
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", s.url+"/api/agents/echo/sessions/"+session+"/turns?stream=true", strings.NewReader(string(body)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		data, ok := strings.CutPrefix(lines.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var c struct {
+			Chunk *struct {
+				Content []struct{ Text string }
+			}
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("turn %q: chunk %s: %v", text, data, err)
+		}
+		if c.Chunk != nil && len(c.Chunk.Content) > 0 && c.Chunk.Content[0].Text == want {
+			return
+		}
+	}
+	t.Fatalf("turn %q ended (%v) before %q streamed", text, lines.Err(), want)
+}
+
+// A host is killed without warning while a turn runs on it (the model has streamed
+// part of its answer to the client): the turn was never acknowledged, so it leaves
+// nothing in the store. The session's head on the other hosts is still the last
+// acknowledged turn's snapshot, its history is intact, and it goes on there.
+func TestFleetHostKilledMidTurn(t *testing.T) {
+	url, agents := pgtest.URL(t), modelAgents(t, fakeOpenAI(t))
+	hosts := make([]*served, 2)
+	for i := range hosts {
+		hosts[i] = startServe(t, "-store", url, "-data", t.TempDir(), agents)
+	}
+	id := newSession(t, hosts[0], "echo")
+	acked := []string{"one on host 0", "two on host 1"}
+	for i, text := range acked {
+		if got := hosts[i].turnText(t, "echo", id, text); got != "echo: "+text {
+			t.Fatalf("%s: %q", text, got)
+		}
+	}
+	head := hosts[0].headOf(t, id)
+
+	hosts[1].awaitStreamed(t, id, holdText, "partial")
+	hosts[1].stop(t, syscall.SIGKILL)
+
+	if got := hosts[0].headOf(t, id); got != head {
+		t.Fatalf("after the kill the session's head is %s, want %s (the last acknowledged turn's)", got, head)
+	}
+	if got := hosts[0].userTexts(t, id); !slices.Equal(got, acked) {
+		t.Fatalf("after the kill the session holds the turns %q, want %q", got, acked)
+	}
+	if got := hosts[0].turnText(t, "echo", id, "three on host 0"); got != "echo: three on host 0" {
+		t.Fatalf("the turn after the kill: %q", got)
+	}
+	if got, want := hosts[0].userTexts(t, id), append(acked, "three on host 0"); !slices.Equal(got, want) {
+		t.Fatalf("after the next turn the session holds %q, want %q", got, want)
 	}
 }
