@@ -229,6 +229,7 @@ type Plugin struct {
 	logs     *pluginLogs
 	keys     []string // registry keys of its actions
 	slots    map[string]slot
+	outputs  map[string]*schema.Validator // tools' output schemas, by the tools' short names
 }
 
 // Name returns the plugin's name, its namespace in the registry.
@@ -299,6 +300,9 @@ func (h *Host) prepareChecked(ctx context.Context, wasm []byte, m Manifest) (*Pl
 	err = ValidateDescriptor(&p.desc)
 	if err == nil {
 		err = p.checkExports()
+	}
+	if err == nil {
+		err = p.compileOutputSchemas()
 	}
 	if err == nil && h.admit != nil {
 		err = h.admit(p.desc.Name, p.manifest)
@@ -500,9 +504,7 @@ func (p *Plugin) actions() []agent.Action {
 		actions = append(actions, &pluginModel{p: p, local: md.Name, info: modelInfo(md.Info)})
 	}
 	for _, td := range p.desc.Tools {
-		def := *td
-		def.Name = p.desc.Name + "/" + td.Name
-		actions = append(actions, &pluginTool{p: p, local: td.Name, def: &def})
+		actions = append(actions, newPluginTool(p, td))
 	}
 	for _, hd := range p.desc.Handlers {
 		actions = append(actions, &pluginHandler{p: p, local: hd.Name, desc: hd})
