@@ -261,20 +261,30 @@ func (p *Plugin) Instances() (live, idle int) { return p.pool.size() }
 // LoadFile loads a plugin from a .wasm file, with its detached signature from the
 // file beside it (SignatureFile) when the manifest holds none. See Load.
 func (h *Host) LoadFile(ctx context.Context, path string, m Manifest) (*Plugin, error) {
-	wasm, err := os.ReadFile(path)
+	wasm, m, err := readPluginFile(path, m)
 	if err != nil {
-		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
-	}
-	if m.Signature == nil {
-		if m.Signature, err = os.ReadFile(SignatureFile(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
-		}
+		return nil, err
 	}
 	p, err := h.Load(ctx, wasm, m)
 	if err != nil {
 		return nil, fmt.Errorf("%w (from %s)", err, path)
 	}
 	return p, nil
+}
+
+// readPluginFile reads a .wasm file, and its detached signature into m when m holds
+// none.
+func readPluginFile(path string, m Manifest) ([]byte, Manifest, error) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, m, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	if m.Signature == nil {
+		if m.Signature, err = os.ReadFile(SignatureFile(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, m, fmt.Errorf("host: %w: %w", ErrLoad, err)
+		}
+	}
+	return wasm, m, nil
 }
 
 // Load compiles a plugin, asks it to describe itself, checks the description, and
