@@ -32,16 +32,19 @@ var kernelFuncs = []string{
 var importModules = []string{kernelModule, engine.HostModule, wasi_snapshot_preview1.ModuleName}
 
 // ErrNotAPlugin is wrapped by the error of a module that cannot be a Terrarium
-// plugin whatever it says: a command module, one importing kernel functions the host
-// refuses, one not exporting terrarium_describe. CheckModule says which.
+// plugin whatever it says: a command module, one importing what no host provides
+// (refused kernel functions, other modules, its memory), one not exporting
+// terrarium_describe. CheckModule says which.
 var ErrNotAPlugin = errors.New("not a Terrarium plugin")
 
 // CheckModule checks a module's interface, from its binary and without running it:
 // it must be a reactor (no _start: a command module runs its main and exits when
 // instantiated), export terrarium_describe, import functions only from the kernel,
-// the host and WASI, and no Extism kernel function outside ABI.md's list, and import
-// nothing but functions: not its memory, which it defines itself (exported or not). It is what Load checks first and `terrarium plugin build`
-// checks after building; its error says how to fix what is wrong.
+// the host and WASI, no Extism kernel function outside ABI.md's list, and nothing but
+// functions (not its memory, which it defines itself, exported or not). It is what
+// Load checks first and `terrarium plugin build` checks after building; its error
+// says how to fix what is wrong. Both engines rely on it: Extism's would otherwise
+// fail such a module only when instantiating it, with "module[env] not instantiated".
 func CheckModule(wasm []byte) error {
 	imports, exports, err := instrument.Interface(wasm)
 	if err != nil {
@@ -96,6 +99,7 @@ const (
 	externTag
 )
 
+// kindName names an import kind other than a function's or a memory's.
 func kindName(kind byte) string {
 	switch kind {
 	case externTable:

@@ -68,6 +68,7 @@ func FuzzCheckModule(f *testing.F) {
 	f.Add(wasmtest.Module([]string{"extism:host/env.alloc"}, []string{"terrarium_describe"}))
 	f.Add(wasmtest.Module(nil, []string{"_start"}))
 	f.Add([]byte("\x00asm\x01\x00\x00\x00\x02\x05\x01\x00\x00\x01\x70"))
+	f.Add(wasmtest.Describer(`{"abi":1,"name":"m"}`, wasmtest.MemoryImported))
 	f.Fuzz(func(t *testing.T, wasm []byte) {
 		host.CheckModule(wasm)
 	})

@@ -44,8 +44,8 @@ func (t *pluginTool) toolOutput(out []byte) (*plugin.ToolOutput, error) {
 }
 
 // compileOutputSchemas compiles the output schema of each of p's tools once, at load:
-// compiling one again for each call (even from schema.Compile's cache, which encodes
-// the schema to find it) cost more than validating the output (BENCHMARKS.md).
+// finding it again for each call in schema.Compile's cache, which walks and encodes
+// the schema to look it up, cost more than validating a small output (BENCHMARKS.md).
 func (p *Plugin) compileOutputSchemas() error {
 	p.outputs = map[string]*schema.Validator{}
 	for _, td := range p.desc.Tools {
