@@ -8,6 +8,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/internal/schema"
 )
 
 // The agent's view of a plugin: models, tools and handlers that work in Generate,
@@ -57,9 +58,17 @@ func (m *pluginModel) Generate(ctx context.Context, req *abi.GenerateRequest, cb
 }
 
 type pluginTool struct {
-	p     *Plugin
-	local string
-	def   *abi.ToolDefinition
+	p      *Plugin
+	local  string
+	def    *abi.ToolDefinition
+	output *schema.Validator // the output schema, compiled at load
+}
+
+// newPluginTool returns the action of p's tool td.
+func newPluginTool(p *Plugin, td *abi.ToolDefinition) *pluginTool {
+	def := *td
+	def.Name = p.desc.Name + "/" + td.Name
+	return &pluginTool{p: p, local: td.Name, def: &def, output: p.outputs[td.Name]}
 }
 
 func (t *pluginTool) Name() string                    { return t.def.Name }

@@ -93,6 +93,16 @@ var differentialCases = []struct {
 		tool("sleep", map[string]any{"ms": 1}),
 		tool("logflood", map[string]any{"lines": 3, "text": "flood"}),
 		tool("nosuch", map[string]any{}),
+		// What a call's return code and error_set mean together (ABI.md, section 2).
+		tool("returns", map[string]any{"rc": 0, "output": `{"output":"fine"}`}),
+		tool("returns", map[string]any{"rc": 1}),
+		tool("returns", map[string]any{"rc": -1, "output": `{"output":"fine"}`}),
+		tool("returns", map[string]any{"rc": 0, "error": `{"code":"unavailable","message":"set, then 0 returned"}`}),
+		tool("returns", map[string]any{"rc": 0, "output": `{"output":"fine"}`, "error": "set beside an output"}),
+		tool("returns", map[string]any{"rc": 1, "error": `{"code":"invalid_input","message":"set, then 1 returned"}`}),
+		tool("returns", map[string]any{"rc": 0, "error": ""}),
+		tool("returns", map[string]any{"rc": 1, "error": ""}),
+		tool("ok", map[string]any{}),
 	}},
 }
 

@@ -413,12 +413,16 @@ func (i *nativeInstance) Call(ctx context.Context, export string, input []byte) 
 	}
 	k := &i.kernel
 	var out []byte
+	var msg []byte
+	if k.errSet {
+		msg, _ = k.view(k.err, k.blocks[k.err])
+	}
 	switch {
-	case k.errSet:
-		msg, _ := k.view(k.err, k.blocks[k.err])
+	case len(msg) > 0:
+		// An error set wins over the return code: a plugin's error is never dropped.
 		return nil, &engine.PluginError{Msg: string(msg)}
 	case rc != 0:
-		return nil, fmt.Errorf("%s returned %d without setting an error", export, rc)
+		return nil, engine.ReturnedWithoutError(export, rc)
 	case k.outputSet:
 		view, ok := k.view(k.output, k.outputLen)
 		if !ok {

@@ -348,3 +348,38 @@ func TestDescriptorProblems(t *testing.T) {
 		}
 	}
 }
+
+// A call's return code and the error it set mean together what ABI.md (section 2,
+// Errors) says: a non-empty error set is the plugin's error whatever the code (never
+// dropped for a 0); a code not 0 without one is the plugin's fault, its output unread;
+// an empty error is none.
+func TestReturnCodeAndError(t *testing.T) { forEachEngine(t, testReturnCodeAndError) }
+
+func testReturnCodeAndError(t *testing.T, engine host.Option) {
+	h, r := newHost(t, engine)
+	load(t, h, "testdata/misbehave", host.Manifest{})
+	cases := []struct {
+		input map[string]any
+		want  string // the error, or the output if it is empty
+		fault bool
+	}{
+		{map[string]any{"rc": 0, "output": `{"output":"fine"}`}, "", false},
+		{map[string]any{"rc": 0, "output": `{"output":"fine"}`, "error": `{"code":"unavailable","message":"down"}`},
+			"plugin misbehave: terrarium_call_tool: unavailable: down", false},
+		{map[string]any{"rc": 1, "error": "plain text"}, "plugin misbehave: terrarium_call_tool: internal: plain text", false},
+		{map[string]any{"rc": 1, "output": `{"output":"fine"}`},
+			"plugin misbehave: terrarium_call_tool: plugin fault: terrarium_call_tool returned 1 without setting an error", true},
+		{map[string]any{"rc": -1, "error": ""},
+			"plugin misbehave: terrarium_call_tool: plugin fault: terrarium_call_tool returned -1 without setting an error", true},
+		{map[string]any{"rc": 0, "output": `{"output":"fine"}`, "error": ""}, "", false},
+	}
+	for _, c := range cases {
+		out, err := runWith(context.Background(), r, "misbehave/returns", c.input)
+		switch {
+		case c.want == "" && (err != nil || out != "fine"):
+			t.Errorf("%v: got %v, %v; want the output", c.input, out, err)
+		case c.want != "" && (err == nil || err.Error() != c.want || errors.Is(err, host.ErrPluginFault) != c.fault):
+			t.Errorf("%v: got %v, %v; want the error %q (fault: %v)", c.input, out, err, c.want, c.fault)
+		}
+	}
+}

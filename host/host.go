@@ -229,6 +229,7 @@ type Plugin struct {
 	logs     *pluginLogs
 	keys     []string // registry keys of its actions
 	slots    map[string]slot
+	outputs  map[string]*schema.Validator // tools' output schemas, by the tools' short names
 }
 
 // Name returns the plugin's name, its namespace in the registry.
@@ -260,20 +261,30 @@ func (p *Plugin) Instances() (live, idle int) { return p.pool.size() }
 // LoadFile loads a plugin from a .wasm file, with its detached signature from the
 // file beside it (SignatureFile) when the manifest holds none. See Load.
 func (h *Host) LoadFile(ctx context.Context, path string, m Manifest) (*Plugin, error) {
-	wasm, err := os.ReadFile(path)
+	wasm, m, err := readPluginFile(path, m)
 	if err != nil {
-		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
-	}
-	if m.Signature == nil {
-		if m.Signature, err = os.ReadFile(SignatureFile(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
-		}
+		return nil, err
 	}
 	p, err := h.Load(ctx, wasm, m)
 	if err != nil {
 		return nil, fmt.Errorf("%w (from %s)", err, path)
 	}
 	return p, nil
+}
+
+// readPluginFile reads a .wasm file, and its detached signature into m when m holds
+// none.
+func readPluginFile(path string, m Manifest) ([]byte, Manifest, error) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, m, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	if m.Signature == nil {
+		if m.Signature, err = os.ReadFile(SignatureFile(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, m, fmt.Errorf("host: %w: %w", ErrLoad, err)
+		}
+	}
+	return wasm, m, nil
 }
 
 // Load compiles a plugin, asks it to describe itself, checks the description, and
@@ -299,6 +310,9 @@ func (h *Host) prepareChecked(ctx context.Context, wasm []byte, m Manifest) (*Pl
 	err = ValidateDescriptor(&p.desc)
 	if err == nil {
 		err = p.checkExports()
+	}
+	if err == nil {
+		err = p.compileOutputSchemas()
 	}
 	if err == nil && h.admit != nil {
 		err = h.admit(p.desc.Name, p.manifest)
@@ -500,9 +514,7 @@ func (p *Plugin) actions() []agent.Action {
 		actions = append(actions, &pluginModel{p: p, local: md.Name, info: modelInfo(md.Info)})
 	}
 	for _, td := range p.desc.Tools {
-		def := *td
-		def.Name = p.desc.Name + "/" + td.Name
-		actions = append(actions, &pluginTool{p: p, local: td.Name, def: &def})
+		actions = append(actions, newPluginTool(p, td))
 	}
 	for _, hd := range p.desc.Handlers {
 		actions = append(actions, &pluginHandler{p: p, local: hd.Name, desc: hd})

@@ -25,7 +25,7 @@ func TestNativeEngineRefusesUnknownImports(t *testing.T) {
 	for _, tc := range []struct{ module, name, says string }{
 		{"extism:host/env", "var_get", "does not provide"},
 		{"terrarium:host/v1", "launch_missiles", "this host does not provide"},
-		{"env", "abort", "from module env"},
+		{"env", "abort", "modules no host provides (env.abort)"},
 	} {
 		_, err := h.Load(context.Background(), importing(tc.module, tc.name), host.Manifest{})
 		if !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), tc.name) || !strings.Contains(err.Error(), tc.says) {

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // ReadManifest reads a manifest file: a Manifest in JSON. A field the Manifest does
@@ -43,7 +42,7 @@ func (h *Host) LoadDir(ctx context.Context, dir string) ([]*Plugin, error) {
 	}
 	var loaded []*Plugin
 	for _, file := range files {
-		m, err := ReadManifest(strings.TrimSuffix(file, ".wasm") + ".json")
+		m, err := ReadManifest(manifestFile(file))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return loaded, fmt.Errorf("host: %w: %w", ErrLoad, err)
 		}

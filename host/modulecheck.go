@@ -1,12 +1,16 @@
 package host
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
 	"github.com/terrarium-ai/terrarium/abi/plugin"
+	"github.com/terrarium-ai/terrarium/host/internal/engine"
 	"github.com/terrarium-ai/terrarium/host/internal/instrument"
 )
 
@@ -24,16 +28,23 @@ var kernelFuncs = []string{
 	"error_set",
 }
 
+// importModules are the modules a plugin may import from (ABI.md, section 1).
+var importModules = []string{kernelModule, engine.HostModule, wasi_snapshot_preview1.ModuleName}
+
 // ErrNotAPlugin is wrapped by the error of a module that cannot be a Terrarium
-// plugin whatever it says: a command module, one importing kernel functions the host
-// refuses, one not exporting terrarium_describe. CheckModule says which.
+// plugin whatever it says: a command module, one importing what no host provides
+// (refused kernel functions, other modules, its memory), one not exporting
+// terrarium_describe. CheckModule says which.
 var ErrNotAPlugin = errors.New("not a Terrarium plugin")
 
 // CheckModule checks a module's interface, from its binary and without running it:
 // it must be a reactor (no _start: a command module runs its main and exits when
-// instantiated), export terrarium_describe, and import no Extism kernel function
-// outside ABI.md's list. It is what Load checks first and `terrarium plugin build`
-// checks after building; its error says how to fix what is wrong.
+// instantiated), export terrarium_describe, import functions only from the kernel,
+// the host and WASI, no Extism kernel function outside ABI.md's list, and nothing but
+// functions (not its memory, which it defines itself, exported or not). It is what
+// Load checks first and `terrarium plugin build` checks after building; its error
+// says how to fix what is wrong. Both engines rely on it: Extism's would otherwise
+// fail such a module only when instantiating it, with "module[env] not instantiated".
 func CheckModule(wasm []byte) error {
 	imports, exports, err := instrument.Interface(wasm)
 	if err != nil {
@@ -48,9 +59,13 @@ func CheckModule(wasm []byte) error {
 	if !slices.Contains(exports, plugin.ExportDescribe) {
 		problems = append(problems, "it does not export "+plugin.ExportDescribe)
 	}
-	var refused []string
+	var refused, foreign []string
 	for _, imp := range imports {
-		if name, ok := strings.CutPrefix(imp, kernelModule+"."); ok && !slices.Contains(kernelFuncs, name) {
+		module, name, _ := strings.Cut(imp, ".")
+		switch {
+		case !slices.Contains(importModules, module):
+			foreign = append(foreign, imp)
+		case module == kernelModule && !slices.Contains(kernelFuncs, name):
 			refused = append(refused, name)
 		}
 	}
@@ -58,8 +73,90 @@ func CheckModule(wasm []byte) error {
 		problems = append(problems, fmt.Sprintf("it imports Extism kernel functions Terrarium does not provide (%s): "+
 			"use terrarium:host/v1 instead (http_request, config_get, log; ABI.md, section 3)", strings.Join(refused, ", ")))
 	}
+	if len(foreign) > 0 {
+		problems = append(problems, fmt.Sprintf("it imports functions from modules no host provides (%s): "+
+			"a plugin imports only from %s (a C function declared but not defined becomes an import from env: define it)",
+			strings.Join(foreign, ", "), strings.Join(importModules, ", ")))
+	}
+	if imp, kind := firstNonFunctionImport(wasm); kind == externMemory {
+		problems = append(problems, fmt.Sprintf("it imports its memory (%s): a plugin defines its own, exported or not "+
+			"(C, Rust: link without -Wl,--import-memory)", imp))
+	} else if kind != externFunc {
+		problems = append(problems, fmt.Sprintf("it imports a %s (%s), which no host provides", kindName(kind), imp))
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrNotAPlugin, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// The kinds of imports (WebAssembly core specification, 5.5.5).
+const (
+	externFunc byte = iota
+	externTable
+	externMemory
+	externGlobal
+	externTag
+)
+
+// kindName names an import kind other than a function's or a memory's.
+func kindName(kind byte) string {
+	switch kind {
+	case externTable:
+		return "table"
+	case externGlobal:
+		return "global"
+	case externTag:
+		return "tag"
+	}
+	return fmt.Sprintf("thing of kind %d", kind)
+}
+
+// firstNonFunctionImport returns the first import of a module that is not a function,
+// as "module.name", and its kind; externFunc if there is none. instrument.Interface
+// lists function imports only. A module it cannot read yields externFunc: Interface
+// has refused it already.
+func firstNonFunctionImport(wasm []byte) (string, byte) {
+	r := wasm[min(8, len(wasm)):]
+	uvarint := func() uint64 {
+		v, n := binary.Uvarint(r)
+		if n <= 0 {
+			r = nil
+			return 0
+		}
+		r = r[n:]
+		return v
+	}
+	take := func(n uint64) []byte {
+		if n > uint64(len(r)) {
+			r = nil
+			return nil
+		}
+		b := r[:n]
+		r = r[n:]
+		return b
+	}
+	for len(r) > 0 {
+		id := r[0]
+		r = r[1:]
+		body := take(uvarint())
+		if id != 2 {
+			continue
+		}
+		r = body
+		for range uvarint() {
+			module, name := string(take(uvarint())), string(take(uvarint()))
+			if len(r) == 0 {
+				break
+			}
+			kind := r[0]
+			r = r[1:]
+			if kind != externFunc {
+				return module + "." + name, kind
+			}
+			uvarint() // the function's type
+		}
+		break
+	}
+	return "", externFunc
 }

@@ -20,6 +20,8 @@ func TestCheckModule(t *testing.T) {
 		{"command", nil, []string{"_start", "terrarium_describe"}, []string{"command module (it exports _start)", "-buildmode=c-shared"}},
 		{"refused kernel functions", []string{"extism:host/env.alloc", "extism:host/env.http_request", "extism:host/env.config_get", "extism:host/env.log_info"},
 			[]string{"terrarium_describe"}, []string{"Extism kernel functions Terrarium does not provide (http_request, config_get, log_info)", "terrarium:host/v1"}},
+		{"foreign imports", []string{"env.printf", "terrarium:host/v1.log", "wasi_snapshot_preview1.fd_write"}, []string{"terrarium_describe"},
+			[]string{"imports functions from modules no host provides (env.printf)", "define it"}},
 		{"no describe", nil, []string{"terrarium_call_tool"}, []string{"does not export terrarium_describe"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,6 +68,7 @@ func FuzzCheckModule(f *testing.F) {
 	f.Add(wasmtest.Module([]string{"extism:host/env.alloc"}, []string{"terrarium_describe"}))
 	f.Add(wasmtest.Module(nil, []string{"_start"}))
 	f.Add([]byte("\x00asm\x01\x00\x00\x00\x02\x05\x01\x00\x00\x01\x70"))
+	f.Add(wasmtest.Describer(`{"abi":1,"name":"m"}`, wasmtest.MemoryImported))
 	f.Fuzz(func(t *testing.T, wasm []byte) {
 		host.CheckModule(wasm)
 	})

@@ -33,11 +33,7 @@ func (t *pluginTool) toolOutput(out []byte) (*plugin.ToolOutput, error) {
 	if res.Interrupt != nil {
 		return &res, nil
 	}
-	v, err := schema.Compile(t.def.OutputSchema) // compiled at load: cached
-	if err == nil {
-		err = v.Validate(res.Output)
-	}
-	if err != nil {
+	if err := t.output.Validate(res.Output); err != nil {
 		if p.host.lenientOutputs {
 			p.host.log.Warn("tool output does not match its output schema", "plugin", p.desc.Name, "tool", t.local, "error", err)
 			return &res, nil
@@ -45,4 +41,19 @@ func (t *pluginTool) toolOutput(out []byte) (*plugin.ToolOutput, error) {
 		return nil, fault("the output does not match the output schema: %v", err)
 	}
 	return &res, nil
+}
+
+// compileOutputSchemas compiles the output schema of each of p's tools once, at load:
+// finding it again for each call in schema.Compile's cache, which walks and encodes
+// the schema to look it up, cost more than validating a small output (BENCHMARKS.md).
+func (p *Plugin) compileOutputSchemas() error {
+	p.outputs = map[string]*schema.Validator{}
+	for _, td := range p.desc.Tools {
+		v, err := schema.Compile(td.OutputSchema)
+		if err != nil {
+			return fmt.Errorf("tool %q: output schema: %w", td.Name, err)
+		}
+		p.outputs[td.Name] = v
+	}
+	return nil
 }

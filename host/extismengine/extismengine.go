@@ -131,7 +131,7 @@ func (i *instance) Call(ctx context.Context, export string, input []byte) ([]byt
 	clear(i.p.Var)
 	i.stderr.Reset()
 	i.life.Begin(ctx)
-	_, out, err := i.p.CallWithContext(ctx, export, input)
+	rc, out, err := i.p.CallWithContext(ctx, export, input)
 	i.life.End()
 	if closed, code := i.life.Closed(); closed && err == nil {
 		// Extism reports an exit with code 0 as a success; the instance is gone all
@@ -139,6 +139,11 @@ func (i *instance) Call(ctx context.Context, export string, input []byte) ([]byt
 		return nil, fmt.Errorf("the plugin exited with code %d", code)
 	}
 	if err == nil {
+		if rc != 0 {
+			// Extism leaves the return code to its caller; a failure without a
+			// reason is still a failure.
+			return nil, engine.ReturnedWithoutError(export, rc)
+		}
 		return out, nil
 	}
 	// A plugin's own error comes back as exactly the message it set; anything else

@@ -92,3 +92,11 @@ type PluginError struct{ Msg string }
 
 // Error returns the plugin's message as it reported it.
 func (e *PluginError) Error() string { return e.Msg }
+
+// ReturnedWithoutError is the error of a call whose export returned rc, not 0, without
+// setting an error (ABI.md, section 2, Errors): the plugin failed without saying why,
+// and its output, if it set one, is not to be trusted. An empty error counts as none,
+// as Extism's kernels cannot tell the two apart. Both engines report it in these words.
+func ReturnedWithoutError(export string, rc uint32) error {
+	return fmt.Errorf("%s returned %d without setting an error", export, int32(rc))
+}

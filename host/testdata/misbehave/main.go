@@ -2,7 +2,9 @@
 // the SDK, that misbehaves on purpose.
 //
 // Without a "mode" config value it offers one tool per fault the host must survive
-// (ok, panic, loop, oom, badjson, huge, error, sleep, poll, exit, logflood), a tool that
+// (ok, panic, loop, oom, badjson, huge, error, sleep, poll, exit, logflood), a tool,
+// returns, that returns the code it is given after setting the output and the error it
+// is given (ABI.md, section 2, Errors: which of them the host believes), a tool that
 // keeps one caller's input in a global variable for the next (remember), and a model,
 // streamer, that streams until the host refuses a chunk, and forger, which answers
 // with a user's message. With a mode it misbehaves in
@@ -131,7 +133,7 @@ func mode() string { return config("mode") }
 func info(text string) { logLine(0, block([]byte(text))) }
 
 // faultTools are the tools of the default mode.
-var faultTools = []string{"ok", "panic", "loop", "oom", "badjson", "huge", "error", "sleep", "poll", "exit", "logflood", "remember"}
+var faultTools = []string{"ok", "panic", "loop", "oom", "badjson", "huge", "error", "sleep", "poll", "exit", "logflood", "remember", "returns"}
 
 // remembered is what the remember tool was given last, by whichever caller: the
 // plugin memory that must never carry one tenant's (or, under session isolation, one
@@ -284,6 +286,14 @@ func faultTool(name string, input map[string]any) int32 {
 		return outputRaw([]byte(`{"output":"polled"}`))
 	case "exit":
 		os.Exit(0)
+	case "returns":
+		if out, ok := input["output"].(string); ok {
+			outputRaw([]byte(out))
+		}
+		if msg, ok := input["error"].(string); ok {
+			errorSet(block([]byte(msg)))
+		}
+		return int32(number("rc", 0))
 	case "remember":
 		previous := remembered
 		remembered, _ = input["text"].(string)
