@@ -14,7 +14,7 @@ import (
 type Inspection struct {
 	SHA256  string
 	Size    int
-	Imports []string // "module.name"
+	Imports []string // functions, as "module.name"
 	Exports []string
 	// Descriptor is nil when the plugin could not describe itself; DescribeErr says
 	// why.
@@ -29,10 +29,16 @@ type Inspection struct {
 // means the module could not even be compiled.
 func (h *Host) Inspect(ctx context.Context, wasm []byte, m Manifest) (*Inspection, error) {
 	in := &Inspection{Size: len(wasm)}
-	var err error
-	if in.Imports, in.Exports, err = instrument.Interface(wasm); err != nil {
+	imports, exports, err := instrument.Interface(wasm)
+	if err != nil {
 		return nil, fmt.Errorf("host: not a WebAssembly module: %w", err)
 	}
+	for _, imp := range imports {
+		if imp.Kind == instrument.KindFunc {
+			in.Imports = append(in.Imports, imp.String())
+		}
+	}
+	in.Exports = exports
 	slices.Sort(in.Imports)
 	slices.Sort(in.Exports)
 

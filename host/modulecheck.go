@@ -1,7 +1,6 @@
 package host
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -59,14 +58,18 @@ func CheckModule(wasm []byte) error {
 	if !slices.Contains(exports, plugin.ExportDescribe) {
 		problems = append(problems, "it does not export "+plugin.ExportDescribe)
 	}
-	var refused, foreign []string
+	var refused, foreign, others []string
 	for _, imp := range imports {
-		module, name, _ := strings.Cut(imp, ".")
 		switch {
-		case !slices.Contains(importModules, module):
-			foreign = append(foreign, imp)
-		case module == kernelModule && !slices.Contains(kernelFuncs, name):
-			refused = append(refused, name)
+		case imp.Kind == instrument.KindMemory:
+			problems = append(problems, fmt.Sprintf("it imports its memory (%s): a plugin defines its own, exported or not "+
+				"(C, Rust: link without -Wl,--import-memory)", imp))
+		case imp.Kind != instrument.KindFunc:
+			others = append(others, fmt.Sprintf("a %s (%s)", imp.Kind, imp))
+		case !slices.Contains(importModules, imp.Module):
+			foreign = append(foreign, imp.String())
+		case imp.Module == kernelModule && !slices.Contains(kernelFuncs, imp.Name):
+			refused = append(refused, imp.Name)
 		}
 	}
 	if len(refused) > 0 {
@@ -78,85 +81,11 @@ func CheckModule(wasm []byte) error {
 			"a plugin imports only from %s (a C function declared but not defined becomes an import from env: define it)",
 			strings.Join(foreign, ", "), strings.Join(importModules, ", ")))
 	}
-	if imp, kind := firstNonFunctionImport(wasm); kind == externMemory {
-		problems = append(problems, fmt.Sprintf("it imports its memory (%s): a plugin defines its own, exported or not "+
-			"(C, Rust: link without -Wl,--import-memory)", imp))
-	} else if kind != externFunc {
-		problems = append(problems, fmt.Sprintf("it imports a %s (%s), which no host provides", kindName(kind), imp))
+	if len(others) > 0 {
+		problems = append(problems, fmt.Sprintf("it imports %s, which no host provides", strings.Join(others, ", ")))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrNotAPlugin, strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-// The kinds of imports (WebAssembly core specification, 5.5.5).
-const (
-	externFunc byte = iota
-	externTable
-	externMemory
-	externGlobal
-	externTag
-)
-
-// kindName names an import kind other than a function's or a memory's.
-func kindName(kind byte) string {
-	switch kind {
-	case externTable:
-		return "table"
-	case externGlobal:
-		return "global"
-	case externTag:
-		return "tag"
-	}
-	return fmt.Sprintf("thing of kind %d", kind)
-}
-
-// firstNonFunctionImport returns the first import of a module that is not a function,
-// as "module.name", and its kind; externFunc if there is none. instrument.Interface
-// lists function imports only. A module it cannot read yields externFunc: Interface
-// has refused it already.
-func firstNonFunctionImport(wasm []byte) (string, byte) {
-	r := wasm[min(8, len(wasm)):]
-	uvarint := func() uint64 {
-		v, n := binary.Uvarint(r)
-		if n <= 0 {
-			r = nil
-			return 0
-		}
-		r = r[n:]
-		return v
-	}
-	take := func(n uint64) []byte {
-		if n > uint64(len(r)) {
-			r = nil
-			return nil
-		}
-		b := r[:n]
-		r = r[n:]
-		return b
-	}
-	for len(r) > 0 {
-		id := r[0]
-		r = r[1:]
-		body := take(uvarint())
-		if id != 2 {
-			continue
-		}
-		r = body
-		for range uvarint() {
-			module, name := string(take(uvarint())), string(take(uvarint()))
-			if len(r) == 0 {
-				break
-			}
-			kind := r[0]
-			r = r[1:]
-			if kind != externFunc {
-				return module + "." + name, kind
-			}
-			uvarint() // the function's type
-		}
-		break
-	}
-	return "", externFunc
 }

@@ -310,10 +310,45 @@ func Describe(wasm []byte) (*Result, error) {
 	return res, nil
 }
 
-// Interface lists the functions a module imports ("module.name") and exports, in the
-// order it declares them. It reads those two sections only: a module it accepts may
-// still fail to compile.
-func Interface(wasm []byte) (imports, exports []string, err error) {
+// An Import is one import of a module: what it names and what kind of thing it is.
+type Import struct {
+	Module, Name string
+	Kind         Kind
+}
+
+// String returns the import as "module.name".
+func (i Import) String() string { return i.Module + "." + i.Name }
+
+// Kind is the kind of an import (WebAssembly core specification, 5.5.5).
+type Kind byte
+
+// The kinds of import a module can declare.
+const (
+	KindFunc   Kind = externFunc
+	KindTable  Kind = 1
+	KindMemory Kind = 2
+	KindGlobal Kind = externGlob
+)
+
+// String names the kind as the specification does.
+func (k Kind) String() string {
+	switch k {
+	case KindFunc:
+		return "function"
+	case KindTable:
+		return "table"
+	case KindMemory:
+		return "memory"
+	case KindGlobal:
+		return "global"
+	}
+	return fmt.Sprintf("kind %#x", byte(k))
+}
+
+// Interface lists what a module imports, of every kind, and the functions it
+// exports, in the order it declares them. It reads those two sections only: a module
+// it accepts may still fail to compile.
+func Interface(wasm []byte) (imports []Import, exports []string, err error) {
 	if len(wasm) < 8 || !bytes.Equal(wasm[:8], []byte{0, 'a', 's', 'm', 1, 0, 0, 0}) {
 		return nil, nil, fmt.Errorf("%w: not a WebAssembly 1.0 binary", ErrInvalid)
 	}
@@ -325,7 +360,9 @@ func Interface(wasm []byte) (imports, exports []string, err error) {
 		}
 		switch id {
 		case secImport:
-			imports, err = readImports(body, imports)
+			err = importKinds(body, func(module, name string, kind byte) {
+				imports = append(imports, Import{module, name, Kind(kind)})
+			})
 		case secExport:
 			exports, err = readExports(body, externFunc, exports)
 		}
@@ -442,15 +479,6 @@ func countImports(body []byte) (funcs, globals uint32, err error) {
 		}
 	})
 	return funcs, globals, err
-}
-
-func readImports(body []byte, funcs []string) ([]string, error) {
-	err := importKinds(body, func(module, name string, kind byte) {
-		if kind == externFunc {
-			funcs = append(funcs, module+"."+name)
-		}
-	})
-	return funcs, err
 }
 
 // readGlobals returns how many globals the section defines, and which of them (by

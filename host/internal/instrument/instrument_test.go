@@ -286,12 +286,12 @@ func TestDescribeReadsBackARewrite(t *testing.T) {
 	}
 }
 
-func TestInterfaceListsFunctionsOnly(t *testing.T) {
+func TestInterface(t *testing.T) {
 	imports, exports, err := instrument.Interface(spinner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"env.started"}; !slices.Equal(imports, want) {
+	if want := []instrument.Import{{"env", "started", instrument.KindFunc}}; !slices.Equal(imports, want) {
 		t.Errorf("imports = %v, want %v", imports, want)
 	}
 	if want := []string{"spin", "deep"}; !slices.Equal(exports, want) {
