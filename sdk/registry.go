@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -166,7 +167,11 @@ func addTool[In, Out any](r *registry, name, description string, fn func(context
 		if err := validate(def.InputSchema, raw); err != nil {
 			return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
 		}
-		if err := json.Unmarshal(raw, &in); err != nil {
+		if p, ok := any(&in).(*json.RawMessage); ok {
+			// Raw JSON is passed on as it came (valid: the call's input was checked),
+			// copied because raw is the call's input buffer, which the next call reuses.
+			*p = bytes.Clone(raw)
+		} else if err := json.Unmarshal(raw, &in); err != nil {
 			return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
 		}
 		return fn(ctx, in)
