@@ -116,7 +116,8 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 	if !objectOrNull(input) {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: not a JSON object", export)
 	}
-	fields := gjson.GetManyBytes(input, "tool", "input", "resumed")
+	// One string for all three lookups: GetManyBytes would copy each value it finds.
+	fields := gjson.GetMany(string(input), "tool", "input", "resumed")
 	name, in, resumed := fields[0], fields[1], fields[2]
 	if name.Exists() && name.Type != gjson.String {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: the tool's name is not a string", export)

@@ -136,26 +136,19 @@ func defaultHost() hostCaller { return wasmHost{} }
 // wasmKernel is the kernel interface over the Extism kernel's imports.
 type wasmKernel struct{}
 
-// inputBuffer is the buffer input reuses from call to call when the input fits
-// reusedInput bytes; a larger input gets a buffer of its own, so that one big call
-// does not hold its memory for the life of the instance. What a call decodes from its
-// input is a copy (strings, json.RawMessage), so nothing outlives the call in it.
+// inputBuffer is the buffer input reuses from call to call, grown to the largest input
+// yet. Keeping it costs no memory a call would not keep anyway: a wasm memory never
+// shrinks, and reading into a fresh buffer each call makes the Go runtime allocate,
+// clear and collect it. What a call decodes from its input is a copy (strings,
+// json.RawMessage), so nothing outlives the call in it.
 var inputBuffer []byte
-
-const reusedInput = 64 << 10
 
 func (wasmKernel) input() []byte {
 	n := extismInputLength()
-	var b []byte
-	switch {
-	case n <= uint64(cap(inputBuffer)):
-		b = inputBuffer[:n]
-	case n <= reusedInput:
-		inputBuffer = make([]byte, reusedInput)
-		b = inputBuffer[:n]
-	default:
-		b = make([]byte, n)
+	if n > uint64(cap(inputBuffer)) {
+		inputBuffer = make([]byte, n)
 	}
+	b := inputBuffer[:n]
 	var i uint64
 	for ; i+8 <= n; i += 8 {
 		binary.LittleEndian.PutUint64(b[i:], extismInputLoadU64(i))
