@@ -26,14 +26,14 @@ import (
 // instead of a trip through Go, host functions allocate nothing of their own, and a
 // plugin's error is a value, not a string to compare.
 //
-// A guest is stopped at its deadline by the check the instrument package compiles
-// into every function entry and loop header (a load and a branch): when the call's
-// context ends, the instance's stop global is set and the guest traps at its next
-// check. wazero's own close-on-context-done checks, an exit to Go at each of those
-// places and a goroutine per call, are off. Instead the guest calls yield every
-// thousand checks or so: wazero's compiled code cannot be preempted by Go's scheduler,
-// and that call is where a garbage collection's stop-the-world, or the goroutine
-// ending the call at its deadline, gets its turn.
+// A guest is stopped at its deadline through the countdown the instrument package
+// compiles into every function entry and loop header: every thousand passes the guest
+// calls yield and then reads its stop global. When the call's context ends, the
+// instance's stop global is set and the guest traps at its next yield. wazero's own
+// close-on-context-done checks, an exit to Go at each of those places and a goroutine
+// per call, are off. The yield is needed anyway: wazero's compiled code cannot be
+// preempted by Go's scheduler, and that call is where a garbage collection's
+// stop-the-world, or the goroutine ending the call at its deadline, gets its turn.
 type nativeEngine struct{}
 
 func (nativeEngine) Name() string { return "native" }
@@ -381,9 +381,8 @@ func (i *nativeInstance) disarm() (fired bool) {
 }
 
 // interrupt runs when the context of a call ends: if that call is still running, the
-// guest traps at its next function call or loop iteration. The context may end as its
-// call returns, and the interrupt run only once the next call is under way: that call
-// is not stopped.
+// guest traps at its next yield. The context may end as its call returns, and the
+// interrupt run only once the next call is under way: that call is not stopped.
 func (i *nativeInstance) interrupt(call uint64) {
 	i.mu.Lock()
 	defer i.mu.Unlock()

@@ -1,11 +1,14 @@
 package sdk
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
@@ -63,7 +66,7 @@ func (r *registry) dispatch(export string, input []byte) (out []byte, aerr *abi.
 	case plugin.ExportDescribe:
 		v = r.descriptor()
 	case plugin.ExportCallTool:
-		v, err = r.callTool(input)
+		out, err = r.callTool(input)
 	case plugin.ExportGenerate:
 		v, err = r.generate(input)
 	case plugin.ExportHandle:
@@ -74,9 +77,10 @@ func (r *registry) dispatch(export string, input []byte) (out []byte, aerr *abi.
 	if err != nil {
 		return nil, abi.AsError(err)
 	}
-	out, err = json.Marshal(v)
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeInternal, "%s: encoding the output: %v", export, err)
+	if out == nil {
+		if out, err = json.Marshal(v); err != nil {
+			return nil, abi.Errorf(abi.CodeInternal, "%s: encoding the output: %v", export, err)
+		}
 	}
 	if len(out) > maxOutput {
 		return nil, abi.Errorf(abi.CodeLimitExceeded, "%s: the output is %d bytes, more than the limit of %d", export, len(out), maxOutput)
@@ -96,42 +100,54 @@ func decodeInput(export string, input []byte, v any) error {
 	return nil
 }
 
-// toolCall is the input of terrarium_call_tool (plugin.ToolInput), with the tool's input
-// kept raw: it is decoded once, straight into the tool's input type, so that numbers
-// keep their precision.
-type toolCall struct {
-	Tool    string          `json:"tool"`
-	Input   json.RawMessage `json:"input"`
-	Resumed map[string]any  `json:"resumed"`
-}
-
-func (r *registry) callTool(input []byte) (any, error) {
-	var c toolCall
-	if err := decodeInput(plugin.ExportCallTool, input, &c); err != nil {
-		return nil, err
+// callTool answers terrarium_call_tool: the input (plugin.ToolInput) is read with gjson,
+// which finds the tool's input without decoding it, so that the tool's input is decoded
+// once, by the tool's own entry, straight into its input type (numbers keep their
+// precision); encoding/json would scan it twice more on the way. The output is encoded
+// around the tool's own, which is not scanned again either.
+func (r *registry) callTool(input []byte) ([]byte, error) {
+	const export = plugin.ExportCallTool
+	if len(input) == 0 {
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: empty input", export)
 	}
-	if c.Tool == "" {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no tool", plugin.ExportCallTool)
+	if !gjson.ValidBytes(input) {
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: not valid JSON", export)
 	}
-	t := r.tool(c.Tool)
+	if !objectOrNull(input) {
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: not a JSON object", export)
+	}
+	// One string for all three lookups: GetManyBytes would copy each value it finds.
+	fields := gjson.GetMany(string(input), "tool", "input", "resumed")
+	name, in, resumed := fields[0], fields[1], fields[2]
+	if name.Exists() && name.Type != gjson.String {
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: the tool's name is not a string", export)
+	}
+	if name.Str == "" {
+		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no tool", export)
+	}
+	t := r.tool(name.Str)
 	if t == nil {
-		return nil, abi.Errorf(abi.CodeNotFound, "no tool %q", c.Tool)
+		return nil, abi.Errorf(abi.CodeNotFound, "no tool %q", name.Str)
 	}
 	ctx := context.Background()
-	if c.Resumed != nil {
-		ctx = context.WithValue(ctx, resumedKey{}, c.Resumed)
+	if resumed.Exists() && resumed.Type != gjson.Null {
+		var md map[string]any
+		if err := json.Unmarshal([]byte(resumed.Raw), &md); err != nil {
+			return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: resumed: %v", export, err)
+		}
+		ctx = context.WithValue(ctx, resumedKey{}, md)
 	}
 	var output any
-	err := protect(fmt.Sprintf("tool %q", c.Tool), func() error {
+	err := protect(fmt.Sprintf("tool %q", name.Str), func() error {
 		var err error
-		output, err = t.call(ctx, c.Input)
+		output, err = t.call(ctx, rawOf(input, in))
 		return err
 	})
 	if md, ok := interruptOf(err); ok {
 		if md == nil {
 			md = map[string]any{}
 		}
-		return map[string]any{"interrupt": md}, nil
+		return json.Marshal(map[string]any{"interrupt": md})
 	}
 	if err != nil {
 		return nil, err
@@ -145,15 +161,40 @@ func (r *registry) callTool(input []byte) (any, error) {
 	}
 	raw, err := json.Marshal(output)
 	if err != nil {
-		return nil, abi.Errorf(abi.CodeInternal, "tool %q: encoding the output: %v", c.Tool, err)
+		return nil, abi.Errorf(abi.CodeInternal, "tool %q: encoding the output: %v", name.Str, err)
 	}
 	// Not plugin.ToolOutput: its omitempty would drop a null output, and "output" must be
-	// there for the host to tell an answer from an interrupt.
-	out := map[string]any{"output": json.RawMessage(raw)}
+	// there for the host to tell an answer from an interrupt. The keys are in the order
+	// json.Marshal gives a map's.
+	out := make([]byte, 0, len(raw)+len(`{"output":}`))
+	out = append(out, '{')
 	if len(content) > 0 {
-		out["content"] = content
+		parts, err := json.Marshal(content)
+		if err != nil {
+			return nil, abi.Errorf(abi.CodeInternal, "tool %q: encoding the content: %v", name.Str, err)
+		}
+		out = append(append(append(out, `"content":`...), parts...), ',')
 	}
+	out = append(append(append(out, `"output":`...), raw...), '}')
 	return out, nil
+}
+
+// rawOf returns the bytes of the value v found in input: a slice of input, not a copy.
+func rawOf(input []byte, v gjson.Result) json.RawMessage {
+	if !v.Exists() {
+		return nil
+	}
+	if v.Index > 0 && v.Index+len(v.Raw) <= len(input) {
+		return input[v.Index : v.Index+len(v.Raw)]
+	}
+	return []byte(v.Raw)
+}
+
+// objectOrNull reports whether the valid JSON value b is an object or null (which
+// encoding/json decodes as an object without fields).
+func objectOrNull(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && (b[0] == '{' || b[0] == 'n')
 }
 
 func (r *registry) generate(input []byte) (any, error) {

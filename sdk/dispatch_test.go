@@ -392,3 +392,46 @@ func TestWasmNames(t *testing.T) {
 		}
 	}
 }
+
+// TestRawToolInput checks that a tool taking json.RawMessage gets its input as sent,
+// in a copy of its own: the call's input buffer is reused by the next call.
+func TestRawToolInput(t *testing.T) {
+	r := testRegistry()
+	var kept json.RawMessage
+	addTool(r, "raw", "Keeps its input.", func(_ context.Context, in json.RawMessage) (int, error) {
+		kept = in
+		return len(in), nil
+	})
+	input := []byte(`{"tool":"raw","input":{"b": 1, "a":[2]}}`)
+	out, aerr := r.dispatch(plugin.ExportCallTool, input)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	if string(out) != `{"output":17}` {
+		t.Errorf("output = %s", out)
+	}
+	clear(input) // as the next call's input would overwrite it
+	if string(kept) != `{"b": 1, "a":[2]}` {
+		t.Errorf("the tool's input is %q after the call's input buffer was reused", kept)
+	}
+}
+
+// TestToolCallEnvelope checks the call's own fields as the SDK reads them; of a
+// repeated key the first counts (the host never repeats one).
+func TestToolCallEnvelope(t *testing.T) {
+	r := testRegistry()
+	for in, want := range map[string]string{
+		`{"tool":1}`: "not a string",
+		`{"tool":"add","input":{"a":1},"resumed":[1]}`: "resumed",
+		` {"input":{"a":1}}`:                           "names no tool",
+	} {
+		_, aerr := r.dispatch(plugin.ExportCallTool, []byte(in))
+		if aerr == nil || aerr.Code != abi.CodeInvalidInput || !strings.Contains(aerr.Message, want) {
+			t.Errorf("%s: error = %v, want invalid_input mentioning %q", in, aerr, want)
+		}
+	}
+	out, aerr := r.dispatch(plugin.ExportCallTool, []byte(`{"tool":"add","input":{"a":1,"b":2},"tool":"ignored"}`))
+	if aerr != nil || string(out) != `{"output":{"sum":3}}` {
+		t.Errorf("with a repeated key: %s, %v", out, aerr)
+	}
+}

@@ -136,9 +136,19 @@ func defaultHost() hostCaller { return wasmHost{} }
 // wasmKernel is the kernel interface over the Extism kernel's imports.
 type wasmKernel struct{}
 
+// inputBuffer is the buffer input reuses from call to call, grown to the largest input
+// yet. Keeping it costs no memory a call would not keep anyway: a wasm memory never
+// shrinks, and reading into a fresh buffer each call makes the Go runtime allocate,
+// clear and collect it. What a call decodes from its input is a copy (strings,
+// json.RawMessage), so nothing outlives the call in it.
+var inputBuffer []byte
+
 func (wasmKernel) input() []byte {
 	n := extismInputLength()
-	b := make([]byte, n)
+	if n > uint64(cap(inputBuffer)) {
+		inputBuffer = make([]byte, n)
+	}
+	b := inputBuffer[:n]
 	var i uint64
 	for ; i+8 <= n; i += 8 {
 		binary.LittleEndian.PutUint64(b[i:], extismInputLoadU64(i))

@@ -1,8 +1,8 @@
 package sdk
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
 )
 
 // validate checks a tool's JSON input against the schema the SDK inferred for it, so a
@@ -22,13 +24,68 @@ func validate(schema map[string]any, raw []byte) error {
 	if schema == nil {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return fmt.Errorf("not valid JSON: %v", err)
+	if !gjson.ValidBytes(raw) {
+		return errors.New("not valid JSON")
+	}
+	v, err := treeOf(gjson.ParseBytes(raw), 0)
+	if err != nil {
+		return err
 	}
 	return check(schema, v, "")
+}
+
+// maxDepth is how deeply treeOf nests, encoding/json's own limit.
+const maxDepth = 10000
+
+// treeOf returns the JSON value r as encoding/json decodes it into an any with
+// UseNumber (numbers as json.Number, the last of duplicate keys winning), without
+// encoding/json's scanner, which in a wasm guest costs far more than gjson's.
+func treeOf(r gjson.Result, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("nested more than %d deep", maxDepth)
+	}
+	switch r.Type {
+	case gjson.Null:
+		return nil, nil
+	case gjson.False:
+		return false, nil
+	case gjson.True:
+		return true, nil
+	case gjson.Number:
+		return json.Number(r.Raw), nil
+	case gjson.String:
+		return validUTF8(r.Str), nil
+	}
+	var err error
+	if r.IsArray() {
+		a := []any{}
+		r.ForEach(func(_, e gjson.Result) bool {
+			var v any
+			v, err = treeOf(e, depth+1)
+			a = append(a, v)
+			return err == nil
+		})
+		return a, err
+	}
+	m := map[string]any{}
+	r.ForEach(func(k, e gjson.Result) bool {
+		m[validUTF8(k.Str)], err = treeOf(e, depth+1)
+		return err == nil
+	})
+	return m, err
+}
+
+// validUTF8 returns s with each byte that is not UTF-8 replaced by U+FFFD, as
+// encoding/json decodes strings.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s { // an invalid byte is one utf8.RuneError
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func check(s map[string]any, v any, at string) error {

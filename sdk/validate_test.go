@@ -1,8 +1,12 @@
 package sdk
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 type validateIn struct {
@@ -51,5 +55,31 @@ func FuzzValidate(f *testing.F) {
 	s := schemaFor[validateIn]()
 	f.Fuzz(func(t *testing.T, in string) {
 		validate(s, []byte(in)) // must not panic
+	})
+}
+
+// FuzzTreeOf checks that the validator sees a tool's input as encoding/json decodes
+// it (into an any, with UseNumber).
+func FuzzTreeOf(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2.5e3,"x\u00e9"],"b":{"c":null,"d":true},"a":false}`, `"\ud800"`, `[]`, `{}`, `-0`, "\"\xff\""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		if !json.Valid([]byte(in)) {
+			return
+		}
+		dec := json.NewDecoder(strings.NewReader(in))
+		dec.UseNumber()
+		var want any
+		if err := dec.Decode(&want); err != nil {
+			return // deeper than encoding/json decodes
+		}
+		got, err := treeOf(gjson.Parse(in), 0)
+		if err != nil {
+			t.Fatalf("treeOf(%q): %v", in, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("treeOf(%q) = %#v, want %#v", in, got, want)
+		}
 	})
 }

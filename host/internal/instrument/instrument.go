@@ -4,16 +4,18 @@
 //
 // The rewritten module has:
 //
-//   - a new mutable i32 global, exported as StopExport, read at the start of every
-//     function and at the header of every loop: when the host sets it to a non-zero
-//     value, the guest traps (unreachable) at its next function call or loop iteration.
-//     A check is a load, a compare and a branch, compiled inline;
-//   - a countdown, another new global, decremented at the same places: every
-//     YieldEvery passes it calls the function it imports as YieldModule.YieldName,
-//     which the host implements in Go. wazero's compiled code cannot be preempted by
-//     Go's scheduler, so without these calls a guest looping without calling the host
-//     would hold its thread from every garbage collection's stop-the-world, and the
-//     whole process with it;
+//   - a countdown, a new mutable i32 global, decremented at the start of every
+//     function and at the header of every loop (a load, a subtraction, a store and a
+//     branch, compiled inline): every YieldEvery passes it calls the function it
+//     imports as YieldModule.YieldName, which the host implements in Go. wazero's
+//     compiled code cannot be preempted by Go's scheduler, so without these calls a
+//     guest looping without calling the host would hold its thread from every garbage
+//     collection's stop-the-world, and the whole process with it;
+//   - a stop global, another new one, exported as StopExport and read after each call
+//     of yield: when the host has set it to a non-zero value, the guest traps
+//     (unreachable), at most YieldEvery function calls or loop iterations after it was
+//     set. Reading it at every pass instead costs a load and a branch more there;
+//     BENCHMARKS.md has the difference;
 //   - no start section: the start function is exported as StartExport instead, so the
 //     host runs it after instantiation, when the stop global can already be set (a
 //     start function that loops would otherwise hold the instantiation);
@@ -60,7 +62,7 @@ const (
 
 // Version names what Rewrite writes; it changes whenever that does, so that rewrites
 // kept on disk by an earlier version are not taken for this one's.
-const Version = "2"
+const Version = "3"
 
 // ErrInvalid is wrapped by the errors of modules the rewriter cannot read: not
 // WebAssembly, truncated, or using an instruction or type outside what the host
@@ -377,22 +379,25 @@ func Interface(wasm []byte) (imports []Import, exports []string, err error) {
 // table, memory, tag, global, export, start, element, data count, code, data.
 var sectionOrder = map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
 
-// checks is the code run at every function entry and loop header: if the stop global
-// is set, trap; count down, and at zero start again and call yield.
+// checks is the code run at every function entry and loop header: count down, and at
+// zero start again, call yield and, if the stop global is set, trap. Checking the stop
+// global only there, rather than at every check, leaves each check a load, a
+// subtraction, a store and a branch; a guest runs at most YieldEvery checks past its
+// stop.
 func checks(stop, countdown, yield uint32) []byte {
 	get := func(b []byte, g uint32) []byte { return binary.AppendUvarint(append(b, opGlobalGet), uint64(g)) }
 	set := func(b []byte, g uint32) []byte { return binary.AppendUvarint(append(b, opGlobalSet), uint64(g)) }
-	b := get(nil, stop)
-	b = append(b, 0x04, 0x40, 0x00, opEnd) // if (empty) unreachable end
-	b = get(b, countdown)
+	b := get(nil, countdown)
 	b = append(b, 0x04, 0x40) // if (empty): countdown - 1
 	b = get(b, countdown)
 	b = append(b, 0x41, 0x01, 0x6b) // i32.const 1, i32.sub
 	b = set(b, countdown)
-	b = append(b, 0x05, 0x41) // else: YieldEvery, yield
+	b = append(b, 0x05, 0x41) // else: YieldEvery, yield, and the stop check
 	b = append(b, sleb(YieldEvery)...)
 	b = set(b, countdown)
 	b = binary.AppendUvarint(append(b, opCall), uint64(yield))
+	b = get(b, stop)
+	b = append(b, 0x04, 0x40, 0x00, opEnd) // if (empty) unreachable end
 	return append(b, opEnd)
 }
 

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -94,6 +95,10 @@ func main() {
 		sdk.Log(plugin.LogWarn, in.Text)
 		return result("logged", nil)
 	})
+	// noop and raw_length are for the guest benchmarks: the least a call costs, and
+	// the least a call costs that receives its input without decoding it.
+	sdk.Tool("noop", "does nothing", func(ctx context.Context, _ Empty) (Empty, error) { return Empty{}, nil })
+	sdk.Tool("raw_length", "the length of the raw input", func(ctx context.Context, in json.RawMessage) (int, error) { return len(in), nil })
 	sdk.Tool("http", "http_request, http_read, http_close", func(ctx context.Context, in Fetch) (Result, error) {
 		var body []byte
 		if in.Body != "" {
