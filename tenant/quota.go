@@ -46,10 +46,10 @@ type Limiter struct {
 	open    chan struct{} // a token per open session; nil without the quota
 	// after is time.After; tests replace it to learn that a turn waits, and to end
 	// its wait.
-	after func(time.Duration) <-chan time.Time
-	rate    *rate.Limiter // nil without the quota
-	plugin  *rate.Limiter // plugin time, in milliseconds; nil without the quota
-	now     func() time.Time
+	after  func(time.Duration) <-chan time.Time
+	rate   *rate.Limiter // nil without the quota
+	plugin *rate.Limiter // plugin time, in milliseconds; nil without the quota
+	now    func() time.Time
 
 	mu        sync.Mutex
 	tokens    window                               // model tokens of the last day
