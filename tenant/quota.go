@@ -164,6 +164,9 @@ func (l *Limiter) StartTurn(ctx context.Context) (done func(), err error) {
 	return release, nil
 }
 
+// Waiting returns how many of the tenant's turns wait in its line now.
+func (l *Limiter) Waiting() int { return len(l.line) }
+
 // takePlace takes a place of ConcurrentTurns, waiting in the tenant's line for one if
 // it has room.
 func (l *Limiter) takePlace(ctx context.Context) error {
