@@ -317,7 +317,9 @@ func (s *Server) sendTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	done, err := s.sessions.admit(r.Context(), a)
 	if err != nil {
-		writeError(w, r, err)
+		if r.Context().Err() == nil { // else its client left while it waited in line
+			writeError(w, r, err)
+		}
 		return
 	}
 	w.Header().Set("X-Terrarium-Session-Id", l.id)

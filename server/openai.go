@@ -120,7 +120,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(SessionHeader, l.id)
 	done, err := s.sessions.admit(r.Context(), a)
 	if err != nil {
-		openAIError(w, r, err)
+		if r.Context().Err() == nil { // else its client left while it waited in line
+			openAIError(w, r, err)
+		}
 		return
 	}
 
