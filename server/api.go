@@ -308,9 +308,18 @@ func (s *Server) sendTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	// The session first: a turn of one the key cannot reach is not found, and spends
+	// no quota.
 	l, err := s.sessions.get(r.Context(), a, r.PathValue("session"))
 	if err != nil {
 		writeError(w, r, err)
+		return
+	}
+	done, err := s.sessions.admit(r.Context(), a)
+	if err != nil {
+		if r.Context().Err() == nil { // else its client left while it waited in line
+			writeError(w, r, err)
+		}
 		return
 	}
 	w.Header().Set("X-Terrarium-Session-Id", l.id)
@@ -318,7 +327,7 @@ func (s *Server) sendTurn(w http.ResponseWriter, r *http.Request) {
 	var events *sseWriter
 	chunks := []*session.AnyChunk{}
 	first := true
-	err = s.sessions.turn(l, in, func(c *session.AnyChunk) error {
+	err = s.sessions.turn(l, done, in, func(c *session.AnyChunk) error {
 		if first {
 			first = false
 			if c.Error != nil {

@@ -118,11 +118,18 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		defer s.sessions.closeSession(l)
 	}
 	w.Header().Set(SessionHeader, l.id)
+	done, err := s.sessions.admit(r.Context(), a)
+	if err != nil {
+		if r.Context().Err() == nil { // else its client left while it waited in line
+			openAIError(w, r, err)
+		}
+		return
+	}
 
 	c := &completion{id: "chatcmpl-" + rand.Text(), created: time.Now().Unix(), model: a.Name}
 	var events *sseWriter
 	first := true
-	err = s.sessions.turn(l, &session.SessionFlowInput{Messages: []*abi.Message{input}}, func(ch *session.AnyChunk) error {
+	err = s.sessions.turn(l, done, &session.SessionFlowInput{Messages: []*abi.Message{input}}, func(ch *session.AnyChunk) error {
 		if first {
 			first = false
 			if ch.Error != nil {

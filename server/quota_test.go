@@ -1,7 +1,11 @@
 package server_test
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,5 +81,99 @@ func TestTenantStoredBytesQuota(t *testing.T) {
 		if resp, e := ts.turnOf(t, b, "work", bs); resp.StatusCode != http.StatusOK {
 			t.Errorf("b's turn %d while a is past its stored bytes: %d %+v", i+1, resp.StatusCode, e)
 		}
+	}
+}
+
+// A tenant's turn past its concurrentTurns waits in its line, when the line has room,
+// and runs once a place frees; one more is refused at once.
+func TestTenantQueuedTurns(t *testing.T) {
+	ts := newTenantServerOf(t, "tenants:\n  - id: a\n    quotas: {concurrentTurns: 1, queuedTurns: 1, turnQueueTimeout: 1h}\n")
+	a := ts.key["a"]
+	held := ts.newSessionOf(t, a, "gate")
+	first := make(chan int, 1)
+	go func() {
+		resp, _ := ts.turnOf(t, a, "gate", held)
+		first <- resp.StatusCode
+	}()
+	<-ts.gates["a"].started
+	queued := make(chan int)
+	go func() {
+		resp, _ := ts.turnOf(t, a, "echo", ts.newSessionOf(t, a, "echo"))
+		queued <- resp.StatusCode
+	}()
+	// The limiter's count is the handshake: the turn is in line.
+	for ts.limiters["a"].Waiting() == 0 {
+		select {
+		case status := <-queued:
+			ts.gates["a"].release <- struct{}{}
+			t.Fatalf("a's second turn did not wait in line: %d", status)
+		default:
+			runtime.Gosched()
+		}
+	}
+	resp, e := ts.turnOf(t, a, "echo", ts.newSessionOf(t, a, "echo"))
+	if resp.StatusCode != http.StatusTooManyRequests || e.Code != "over_quota" || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("a's third turn at once, the line full: %d %+v", resp.StatusCode, e)
+	}
+	ts.gates["a"].release <- struct{}{}
+	if status := <-first; status != http.StatusOK {
+		t.Errorf("a's held turn: %d", status)
+	}
+	if status := <-queued; status != http.StatusOK {
+		t.Errorf("a's queued turn, once the held one ended: %d", status)
+	}
+}
+
+// A client that leaves while its turn waits in line is not answered, nor logged as a
+// failure: clients that give up are no server error, and a flood of them no log storm.
+func TestTenantQueuedTurnClientLeaves(t *testing.T) {
+	var log syncBuffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
+	// Registered first, so run last: once the server has finished every request.
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	t.Cleanup(func() {
+		if strings.Contains(log.String(), "request failed") {
+			t.Errorf("a client that left its place in line was logged as a failure:\n%s", log.String())
+		}
+	})
+	ts := newTenantServerOf(t, "tenants:\n  - id: a\n    quotas: {concurrentTurns: 1, queuedTurns: 1}\n")
+	a := ts.key["a"]
+	held := ts.newSessionOf(t, a, "gate")
+	first := make(chan int, 1)
+	go func() {
+		resp, _ := ts.turnOf(t, a, "gate", held)
+		first <- resp.StatusCode
+	}()
+	<-ts.gates["a"].started
+	defer func() { ts.gates["a"].release <- struct{}{}; <-first }()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, "POST", ts.URL+"/api/agents/echo/sessions/"+ts.newSessionOf(t, a, "echo")+"/turns",
+		strings.NewReader(`{"text":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+a)
+	left := make(chan error, 1)
+	go func() {
+		_, err := ts.Client().Do(req)
+		left <- err
+	}()
+	for ts.limiters["a"].Waiting() == 0 {
+		select {
+		case err := <-left:
+			t.Fatalf("the turn did not wait in line: %v", err)
+		default:
+			runtime.Gosched()
+		}
+	}
+	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the client's request: %v, want it cancelled", err)
+	}
+	// The place is held: only the client's leaving takes its turn out of line.
+	for ts.limiters["a"].Waiting() != 0 {
+		runtime.Gosched()
 	}
 }

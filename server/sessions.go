@@ -231,38 +231,47 @@ func (s *sessions) removeLocked(l *live) {
 	}
 }
 
-// turn runs one turn on an open session: it sends the input and hands every chunk of
-// the turn to emit. Once emit fails (the client left), the turn still runs to its end,
-// unseen, so that it is snapshotted as usual. A second turn at once is ErrSessionBusy.
-func (s *sessions) turn(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
-	if err := s.claim(l); err != nil {
+// admit waits for room for a turn of the agent within its tenant's quotas
+// (tenant.Limiter.StartTurn), or fails with its *tenant.QuotaError or ctx's cause. It
+// holds no lock while a turn waits in its tenant's line. claim or turn must follow,
+// with done.
+func (s *sessions) admit(ctx context.Context, a *deploy.Agent) (done func(), err error) {
+	q := s.limits[a]
+	if q == nil {
+		return func() {}, nil
+	}
+	return q.StartTurn(ctx)
+}
+
+// turn runs one turn on an open session, admitted with done: it sends the input and
+// hands every chunk of the turn to emit. Once emit fails (the client left), the turn
+// still runs to its end, unseen, so that it is snapshotted as usual. A second turn at
+// once is ErrSessionBusy.
+func (s *sessions) turn(l *live, done func(), in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
+	if err := s.claim(l, done); err != nil {
 		return err
 	}
 	_, err := s.run(l, in, emit)
 	return err
 }
 
-// claim marks the session as running a turn, or fails with ErrSessionBusy (or
-// ErrShuttingDown, or its tenant's *tenant.QuotaError). run must follow.
-func (s *sessions) claim(l *live) error {
+// claim marks the session as running a turn admitted with done, or fails with
+// ErrSessionBusy or ErrShuttingDown (and calls done). run must follow, which calls
+// done as the turn ends.
+func (s *sessions) claim(l *live, done func()) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining {
+		done()
 		return ErrShuttingDown
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.running {
+		done()
 		return fmt.Errorf("%w: session %s", ErrSessionBusy, l.id)
 	}
-	l.endTurn = func() {}
-	if q := s.limits[l.agent]; q != nil {
-		done, err := q.StartTurn()
-		if err != nil {
-			return err
-		}
-		l.endTurn = done
-	}
+	l.endTurn = done
 	l.running = true
 	s.turns.Add(1)
 	return nil

@@ -34,10 +34,11 @@ const adminKey = "admin-0123456789abcdef0123456789abcdef"
 // turn a minute.
 type tenantServer struct {
 	*httptest.Server
-	keys  *tenant.Keys
-	gates map[string]*gate
-	key   map[string]string // a key of each tenant
-	log   *syncBuffer
+	keys     *tenant.Keys
+	gates    map[string]*gate
+	key      map[string]string // a key of each tenant
+	limiters map[string]*tenant.Limiter
+	log      *syncBuffer
 }
 
 // syncBuffer is a buffer the server's log goes to, safe for concurrent use.
@@ -110,7 +111,8 @@ func newTenantServerOf(t testing.TB, tenantsFile string) *tenantServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &tenantServer{keys: keys, gates: map[string]*gate{}, key: map[string]string{}, log: &syncBuffer{}}
+	out := &tenantServer{keys: keys, gates: map[string]*gate{}, key: map[string]string{}, limiters: map[string]*tenant.Limiter{},
+		log: &syncBuffer{}}
 	var tenants []server.Tenant
 	for _, tn := range ts {
 		g := &gate{started: make(chan struct{}), release: make(chan struct{})}
@@ -125,6 +127,7 @@ func newTenantServerOf(t testing.TB, tenantsFile string) *tenantServer {
 		t.Cleanup(func() { d.Close(context.Background()) })
 		tenants = append(tenants, server.Tenant{ID: tn.ID, Deployment: d, Limiter: limiter})
 		out.gates[tn.ID] = g
+		out.limiters[tn.ID] = limiter
 		if out.key[tn.ID], _, err = keys.Create(tn.ID); err != nil {
 			t.Fatal(err)
 		}

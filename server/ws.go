@@ -151,7 +151,14 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		l = cur
-		if err := s.sessions.claim(l); err != nil {
+		// A turn waiting in its tenant's line holds up reading the socket, for at
+		// most the tenant's turnQueueTimeout: its client waits for it anyway.
+		done, err := s.sessions.admit(r.Context(), l.agent)
+		if err != nil {
+			ws.fail(err)
+			continue
+		}
+		if err := s.sessions.claim(l, done); err != nil {
 			ws.fail(err)
 			continue
 		}

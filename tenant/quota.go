@@ -35,17 +35,21 @@ func (e *QuotaError) Error() string {
 // Unwrap returns ErrOverQuota.
 func (e *QuotaError) Unwrap() error { return ErrOverQuota }
 
-// Limiter enforces a tenant's turn quotas. It refuses at once rather than queueing, so
-// that a tenant over its quota waits on its own side and holds nothing of the server's,
-// and a tenant within it never waits behind another. It is safe for concurrent use.
+// Limiter enforces a tenant's turn quotas. Past them it refuses at once, but for the
+// few turns QueuedTurns lets wait for a place of ConcurrentTurns: a tenant waits on its
+// own places only, never behind another tenant. It is safe for concurrent use.
 type Limiter struct {
 	tenant  string
 	q       Quotas
 	running chan struct{} // a token per running turn; nil without the quota
+	line    chan struct{} // a token per turn waiting for a place; nil without the quota
 	open    chan struct{} // a token per open session; nil without the quota
-	rate    *rate.Limiter // nil without the quota
-	plugin  *rate.Limiter // plugin time, in milliseconds; nil without the quota
-	now     func() time.Time
+	// after is time.After; tests replace it to learn that a turn waits, and to end
+	// its wait.
+	after  func(time.Duration) <-chan time.Time
+	rate   *rate.Limiter // nil without the quota
+	plugin *rate.Limiter // plugin time, in milliseconds; nil without the quota
+	now    func() time.Time
 
 	mu        sync.Mutex
 	tokens    window                               // model tokens of the last day
@@ -55,15 +59,25 @@ type Limiter struct {
 	stored    int64
 }
 
+// DefaultTurnQueueTimeout is how long a queued turn waits for a place unless the
+// tenant's quotas say otherwise.
+const DefaultTurnQueueTimeout = 10 * time.Second
+
 // storageEvery is how often, at most, a tenant's stored bytes are measured: a
 // measure may read every key the tenant has stored.
 const storageEvery = 30 * time.Second
 
 // NewLimiter returns the limiter of a tenant's quotas.
 func NewLimiter(t *Tenant) *Limiter {
-	l := &Limiter{tenant: t.ID, q: t.Quotas, now: time.Now}
+	l := &Limiter{tenant: t.ID, q: t.Quotas, now: time.Now, after: time.After}
 	if n := t.Quotas.ConcurrentTurns; n > 0 {
 		l.running = make(chan struct{}, n)
+		if q := t.Quotas.QueuedTurns; q > 0 {
+			l.line = make(chan struct{}, q)
+		}
+		if l.q.TurnQueueTimeout.Duration == 0 {
+			l.q.TurnQueueTimeout.Duration = DefaultTurnQueueTimeout
+		}
 	}
 	if n := t.Quotas.ConcurrentSessions; n > 0 {
 		l.open = make(chan struct{}, n)
@@ -120,18 +134,16 @@ func (l *Limiter) OpenSession() (close func(), err error) {
 }
 
 // StartTurn admits a turn, or refuses it with a *QuotaError; an admitted turn calls
-// done when it ends. A refused turn counts against no quota.
-func (l *Limiter) StartTurn() (done func(), err error) {
+// done when it ends. Past ConcurrentTurns, it waits for a place if the tenant's line
+// (QueuedTurns) has room, until one frees, TurnQueueTimeout passes, or ctx ends (then
+// the error is ctx's cause). A refused turn counts against no quota.
+func (l *Limiter) StartTurn(ctx context.Context) (done func(), err error) {
 	if err := l.checkUsed(); err != nil {
 		return nil, err
 	}
 	if l.running != nil {
-		select {
-		case l.running <- struct{}{}:
-		default:
-			// A turn lasts seconds; a client told to come back in one finds room
-			// soon enough without polling hard.
-			return nil, &QuotaError{Tenant: l.tenant, Quota: "concurrentTurns", Limit: float64(l.q.ConcurrentTurns), RetryAfter: time.Second}
+		if err := l.takePlace(ctx); err != nil {
+			return nil, err
 		}
 	}
 	release := sync.OnceFunc(func() {
@@ -150,6 +162,36 @@ func (l *Limiter) StartTurn() (done func(), err error) {
 		}
 	}
 	return release, nil
+}
+
+// Waiting returns how many of the tenant's turns wait in its line now.
+func (l *Limiter) Waiting() int { return len(l.line) }
+
+// takePlace takes a place of ConcurrentTurns, waiting in the tenant's line for one if
+// it has room.
+func (l *Limiter) takePlace(ctx context.Context) error {
+	select {
+	case l.running <- struct{}{}:
+		return nil
+	default:
+	}
+	// A turn lasts seconds; a client told to come back in one finds room soon
+	// enough without polling hard.
+	full := &QuotaError{Tenant: l.tenant, Quota: "concurrentTurns", Limit: float64(l.q.ConcurrentTurns), RetryAfter: time.Second}
+	select {
+	case l.line <- struct{}{}: // never ready when nil: no line
+	default:
+		return full
+	}
+	defer func() { <-l.line }()
+	select {
+	case l.running <- struct{}{}:
+		return nil
+	case <-l.after(l.q.TurnQueueTimeout.Duration):
+		return full
+	case <-ctx.Done():
+		return fmt.Errorf("tenant %s: waiting for a place of concurrentTurns: %w", l.tenant, context.Cause(ctx))
+	}
 }
 
 // checkUsed refuses a turn when the tenant's model tokens of the day, or its stored

@@ -46,6 +46,13 @@ type Secret struct {
 type Quotas struct {
 	// ConcurrentTurns bounds the tenant's turns running at once.
 	ConcurrentTurns int `json:"concurrentTurns,omitempty"`
+	// QueuedTurns is how many of the tenant's turns past ConcurrentTurns wait for a
+	// place, for at most TurnQueueTimeout (default DefaultTurnQueueTimeout), rather
+	// than being refused at once; one more is refused at once. A client that ignores
+	// Retry-After then waits on the server without using its CPU.
+	QueuedTurns int `json:"queuedTurns,omitempty"`
+	// TurnQueueTimeout bounds how long a queued turn waits for a place.
+	TurnQueueTimeout host.Duration `json:"turnQueueTimeout,omitzero"`
 	// ConcurrentSessions bounds the tenant's sessions open on the server at once (a
 	// kept session closed for idleness, or closed by its client, reopens on its next
 	// turn, within the bound again).
@@ -132,9 +139,14 @@ func (t *Tenant) check() error {
 		return fmt.Errorf("id %q: want letters, digits, '.', '_' or '-', at most 64", t.ID)
 	}
 	q := t.Quotas
-	if q.ConcurrentTurns < 0 || q.ConcurrentSessions < 0 || q.TurnsPerMinute < 0 || q.TurnBurst < 0 || q.PluginSecondsPerMinute < 0 || q.PluginMemoryPages < 0 ||
+	if q.ConcurrentTurns < 0 || q.QueuedTurns < 0 || q.TurnQueueTimeout.Duration < 0 || q.ConcurrentSessions < 0 ||
+		q.TurnsPerMinute < 0 || q.TurnBurst < 0 || q.PluginSecondsPerMinute < 0 || q.PluginMemoryPages < 0 ||
 		q.ModelTokensPerDay < 0 || q.StoredBytes < 0 {
 		return fmt.Errorf("tenant %s: quotas: negative", t.ID)
+	}
+	if q.QueuedTurns > 0 && q.ConcurrentTurns == 0 {
+		// Without a bound on running turns, no turn ever waits.
+		return fmt.Errorf("tenant %s: quotas: queuedTurns needs concurrentTurns", t.ID)
 	}
 	for name, s := range t.Secrets {
 		if (s.Value == "") == (s.Env == "") {
