@@ -22,7 +22,6 @@ import (
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
-	"github.com/terrarium-ai/terrarium/host/extismengine"
 	"github.com/terrarium-ai/terrarium/host/internal/engine"
 	"github.com/terrarium-ai/terrarium/internal/schema"
 )
@@ -156,7 +155,7 @@ func New(r *agent.Registry, opts ...Option) (*Host, error) {
 		cfg.transport = http.DefaultTransport
 	}
 	if cfg.engine == nil {
-		cfg.engine = extismengine.New()
+		cfg.engine = nativeEngine{}
 	}
 	if cfg.cacheLimit == 0 {
 		cfg.cacheLimit = DefaultCompilationCacheLimit
