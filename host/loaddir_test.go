@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
 )
 
@@ -110,5 +111,33 @@ func TestLoadAllRefusesTheLaterDuplicate(t *testing.T) {
 	}
 	if len(loaded) != 1 || h.Plugin("calculator") != loaded[0] {
 		t.Errorf("loaded %v, want the first", names(loaded))
+	}
+}
+
+// A tenant's admission sees the plugins one at a time, in the order given: it counts
+// what it admitted (as tenant.Admission counts memory) without a lock, and which
+// plugin it refuses must not depend on which compilation ended first.
+func TestLoadAllAdmitsInOrder(t *testing.T) {
+	h, _ := newHost(t)
+	var admitted []string
+	v, err := h.Tenant("acme", host.TenantConfig{Registry: agent.NewRegistry(), Admit: func(name string, _ host.Manifest) error {
+		if len(admitted) == 1 {
+			return errors.New("one plugin only")
+		}
+		admitted = append(admitted, name)
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := v.LoadAll(context.Background(), []host.Source{
+		{From: "calculator.wasm", Wasm: wasm(t, "../plugins/calculator")},
+		{From: "clock.wasm", Wasm: wasm(t, "../plugins/clock")},
+	})
+	if !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), "(from clock.wasm)") {
+		t.Errorf("err = %v, want ErrLoad naming clock.wasm", err)
+	}
+	if got := names(loaded); !slices.Equal(got, []string{"calculator"}) || !slices.Equal(admitted, got) {
+		t.Errorf("loaded %v, admitted %v, want [calculator]", got, admitted)
 	}
 }
