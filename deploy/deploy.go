@@ -247,10 +247,8 @@ func (d *Deployment) build(ctx context.Context, files []*File, cfg config) error
 			return err
 		}
 	}
-	for _, f := range files {
-		if err := d.loadPlugins(ctx, f); err != nil {
-			return err
-		}
+	if err := d.loadPlugins(ctx, files); err != nil {
+		return err
 	}
 	for _, f := range files {
 		a, err := d.define(f, cfg.storeOf(f))
@@ -313,45 +311,72 @@ func (d *Deployment) openStore(ctx context.Context, f *File, cfg config) error {
 	return nil
 }
 
-// loadPlugins loads the plugins a file names. A plugin several files name is loaded
-// once, and only if they grant it the same.
-func (d *Deployment) loadPlugins(ctx context.Context, f *File) error {
-	for i, spec := range f.Plugins {
-		at := fmt.Sprintf("plugins[%d]", i)
-		path := f.Resolve(spec.Path)
-		if prev, ok := d.plugins[path]; ok {
-			if !reflect.DeepEqual(prev.spec, spec) {
-				return f.errorf(at, "plugin %s is also loaded by %s with other grants or pin: one plugin, one set of grants", spec.Path, prev.by)
+// loadPlugins loads the plugins the files name, compiling them at once
+// (host.LoadAll). A plugin several files name is loaded once, and only if they grant
+// it the same.
+func (d *Deployment) loadPlugins(ctx context.Context, files []*File) error {
+	type pending struct {
+		f    *File
+		at   string
+		path string
+		spec Plugin
+	}
+	var (
+		wanted []pending
+		srcs   []host.Source
+		first  = map[string]pending{} // by resolved path
+	)
+	for _, f := range files {
+		for i, spec := range f.Plugins {
+			at := fmt.Sprintf("plugins[%d]", i)
+			path := f.Resolve(spec.Path)
+			if prev, ok := first[path]; ok {
+				if !reflect.DeepEqual(prev.spec, spec) {
+					return f.errorf(at, "plugin %s is also loaded by %s:%d with other grants or pin: one plugin, one set of grants",
+						spec.Path, prev.f.Path, prev.f.Line(prev.at))
+				}
+				continue
 			}
-			continue
+			src, err := d.pluginSource(ctx, path, spec)
+			if err != nil {
+				return f.wrap(at+".path", err)
+			}
+			if spec.SHA256 != "" {
+				if sum := sha256.Sum256(src.Wasm); hex.EncodeToString(sum[:]) != spec.SHA256 {
+					return f.errorf(at+".sha256", "the module's SHA-256 is %x, not the pinned one", sum)
+				}
+			}
+			p := pending{f: f, at: at, path: path, spec: spec}
+			first[path] = p
+			wanted = append(wanted, p)
+			srcs = append(srcs, src)
 		}
-		wasm, err := d.pluginFile(ctx, path)
-		if err != nil {
-			return f.wrap(at+".path", err)
-		}
-		module, err := os.ReadFile(wasm)
-		if err != nil {
-			return f.wrap(at+".path", err)
-		}
-		if sum := sha256.Sum256(module); spec.SHA256 != "" && hex.EncodeToString(sum[:]) != spec.SHA256 {
-			return f.errorf(at+".sha256", "the module's SHA-256 is %x, not the pinned one", sum)
-		}
-		m := spec.Grants.Manifest
-		m.SHA256 = spec.SHA256
-		// A signed .wasm ships with its signature beside it; a built directory has
-		// none, and so loads only where no signature is required.
-		if m.Signature, err = os.ReadFile(host.SignatureFile(wasm)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return f.wrap(at+".path", err)
-		}
-		p, err := d.host.Load(ctx, module, m)
-		if err != nil {
-			return f.wrap(at, fmt.Errorf("%w (from %s)", err, wasm))
-		}
-		d.plugins[path] = &loadedPlugin{plugin: p, spec: spec, by: fmt.Sprintf("%s:%d", f.Path, f.Line(at))}
+	}
+	loaded, err := d.host.LoadAll(ctx, srcs)
+	for i, p := range loaded {
+		w := wanted[i]
+		d.plugins[w.path] = &loadedPlugin{plugin: p, spec: w.spec, by: fmt.Sprintf("%s:%d", w.f.Path, w.f.Line(w.at))}
 		d.log.Info("plugin loaded", "plugin", p.Name(), "version", p.Descriptor().Version, "sha256", p.SHA256(),
 			"grants", describeGrants(p.Manifest()), "actions", p.Keys())
 	}
+	if err != nil {
+		w := wanted[len(loaded)]
+		return w.f.wrap(w.at, err)
+	}
 	return nil
+}
+
+// pluginSource reads a plugin (building a Go plugin's directory) with the grants and
+// pin of its spec, and the signature beside its .wasm file if any: a built directory
+// has none, and so loads only where no signature is required.
+func (d *Deployment) pluginSource(ctx context.Context, path string, spec Plugin) (host.Source, error) {
+	wasm, err := d.pluginFile(ctx, path)
+	if err != nil {
+		return host.Source{}, err
+	}
+	m := spec.Grants.Manifest
+	m.SHA256 = spec.SHA256
+	return host.ReadSource(wasm, m)
 }
 
 // pluginFile returns the .wasm file of a plugin path: the file itself, or the build of

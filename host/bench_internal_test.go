@@ -2,14 +2,20 @@ package host
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"runtime"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
 
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host/extismengine"
+	"github.com/terrarium-ai/terrarium/host/internal/engine"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
@@ -87,4 +93,113 @@ func warmInstanceMemory(b *testing.B, e Engine) {
 		}
 	}
 	b.ReportMetric(perInstance/(1<<20), "MiB/instance")
+}
+
+// BenchmarkColdStartSteps splits loading the calculator plugin from a warm compilation
+// cache on the native engine into its steps, each alone in a sub-benchmark: reading
+// the file, hashing it, checking its interface, opening its cache directory, the
+// rewritten module read back from the cache (and, for comparison, rewriting it again),
+// the compilation (wazero reading its compiled code back, the host modules), an
+// instance (the start function) and its first describe (a Go guest's runtime starts),
+// then the whole Load into a new host.
+func BenchmarkColdStartSteps(b *testing.B) {
+	ctx := context.Background()
+	path, err := pluginbuild.Build(ctx, "../plugins/calculator")
+	if err != nil {
+		b.Fatal(err)
+	}
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cacheDir := b.TempDir()
+	newHost := func(b *testing.B) *Host {
+		h, err := New(agent.NewRegistry(), WithLogger(slog.New(slog.DiscardHandler)), WithCompilationCache(cacheDir))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return h
+	}
+	h := newHost(b)
+	defer h.Close(ctx)
+	p, err := h.Load(ctx, wasm, Manifest{}) // fills the cache
+	if err != nil {
+		b.Fatal(err)
+	}
+	sum := sha256Hex(wasm)
+	cfg := engine.ModuleConfig{MemoryPages: p.manifest.MemoryPages, HostFuncs: h.hostFuncs()}
+	cfg.Cache, cfg.CacheDir, err = h.cache.forModule(h.eng.Name(), sum)
+	if err != nil {
+		b.Fatal(err)
+	}
+	describe := context.WithValue(ctx, bindingKey{}, &binding{plugin: p})
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"read", func() error { _, err := os.ReadFile(path); return err }},
+		{"sha256", func() error { sha256Hex(wasm); return nil }},
+		{"check-module", func() error { return CheckModule(wasm) }},
+		{"cache-dir", func() error { _, _, err := h.cache.forModule(h.eng.Name(), sum); return err }},
+		{"rewritten-from-cache", func() error { _, err := prepare(wasm, cfg.CacheDir); return err }},
+		{"rewrite-again", func() error { _, err := prepare(wasm, ""); return err }},
+		{"compile-from-cache", func() error {
+			// A cache of its own, as a new process has: one shared with a module still
+			// open would hand over that module's code from memory.
+			cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+			if err != nil {
+				return err
+			}
+			cfg := cfg
+			cfg.Cache = cache
+			m, err := h.eng.Compile(ctx, wasm, cfg)
+			if err == nil {
+				err = m.Close(ctx)
+			}
+			return errors.Join(err, cache.Close(ctx))
+		}},
+		{"instantiate", func() error {
+			inst, err := p.module.Instantiate(ctx)
+			if err == nil {
+				err = inst.Close(ctx)
+			}
+			return err
+		}},
+		{"instantiate-describe", func() error {
+			inst, err := p.module.Instantiate(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = inst.Call(describe, plugin.ExportDescribe, nil)
+			return errors.Join(err, inst.Close(ctx))
+		}},
+		{"load", func() error {
+			h := newHost(b)
+			_, err := h.Load(ctx, wasm, Manifest{})
+			return errors.Join(err, h.Close(ctx))
+		}},
+	}
+	for _, s := range steps {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			start := cpuTime(b)
+			for b.Loop() {
+				if err := s.run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// On a shared machine the time a step waits for a CPU swamps its own: the
+			// process's CPU time (the collector's included) is its cost.
+			b.ReportMetric(float64((cpuTime(b)-start).Microseconds())/1e3/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
+
+// cpuTime is the CPU time the process has used, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

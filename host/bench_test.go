@@ -15,6 +15,7 @@ import (
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
 
+	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
 )
@@ -246,4 +247,48 @@ func BenchmarkEngines(b *testing.B) {
 			b.ReportMetric(float64(spent[2])/float64(spent[1]), "extism/native")
 		})
 	}
+}
+
+// BenchmarkLoadSeveral loads four plugins from a warm compilation cache into a new
+// host, one Load after another and all at once with LoadAll, the two taking turns
+// within each iteration.
+func BenchmarkLoadSeveral(b *testing.B) {
+	ctx := context.Background()
+	var srcs []host.Source
+	for _, name := range []string{"calculator", "clock", "scratchpad", "profile"} {
+		srcs = append(srcs, host.Source{From: name, Wasm: benchWasm(b, "../plugins/"+name), Manifest: host.Manifest{State: plugin.StateWrite}})
+	}
+	cache := b.TempDir()
+	variants := []func(h *host.Host) error{
+		func(h *host.Host) error {
+			for _, s := range srcs {
+				if _, err := h.Load(ctx, s.Wasm, s.Manifest); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		func(h *host.Host) error { _, err := h.LoadAll(ctx, srcs); return err },
+	}
+	run := func(v int) time.Duration {
+		h, _ := newHost(&testing.T{}, host.WithCompilationCache(cache))
+		defer h.Close(ctx)
+		start := time.Now()
+		if err := variants[v](h); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	run(1) // fills the cache
+	var spent [2]time.Duration
+	for i := 0; b.Loop(); i++ {
+		for j := range variants {
+			v := (i + j) % len(variants)
+			spent[v] += run(v)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(spent[0].Milliseconds())/n, "ms/one-by-one")
+	b.ReportMetric(float64(spent[1].Milliseconds())/n, "ms/load-all")
+	b.ReportMetric(float64(spent[0])/float64(spent[1]), "one-by-one/load-all")
 }

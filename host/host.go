@@ -14,15 +14,17 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
-	"github.com/terrarium-ai/terrarium/host/extismengine"
 	"github.com/terrarium-ai/terrarium/host/internal/engine"
 	"github.com/terrarium-ai/terrarium/internal/schema"
 )
@@ -156,7 +158,7 @@ func New(r *agent.Registry, opts ...Option) (*Host, error) {
 		cfg.transport = http.DefaultTransport
 	}
 	if cfg.engine == nil {
-		cfg.engine = extismengine.New()
+		cfg.engine = nativeEngine{}
 	}
 	if cfg.cacheLimit == 0 {
 		cfg.cacheLimit = DefaultCompilationCacheLimit
@@ -261,30 +263,38 @@ func (p *Plugin) Instances() (live, idle int) { return p.pool.size() }
 // LoadFile loads a plugin from a .wasm file, with its detached signature from the
 // file beside it (SignatureFile) when the manifest holds none. See Load.
 func (h *Host) LoadFile(ctx context.Context, path string, m Manifest) (*Plugin, error) {
-	wasm, m, err := readPluginFile(path, m)
+	src, err := ReadSource(path, m)
 	if err != nil {
 		return nil, err
 	}
-	p, err := h.Load(ctx, wasm, m)
+	p, err := h.Load(ctx, src.Wasm, src.Manifest)
 	if err != nil {
 		return nil, fmt.Errorf("%w (from %s)", err, path)
 	}
 	return p, nil
 }
 
-// readPluginFile reads a .wasm file, and its detached signature into m when m holds
-// none.
-func readPluginFile(path string, m Manifest) ([]byte, Manifest, error) {
+// Source is a plugin for LoadAll to load: its module, its manifest, and where it came
+// from, which LoadAll's error names.
+type Source struct {
+	From     string
+	Wasm     []byte
+	Manifest Manifest
+}
+
+// ReadSource reads a plugin's .wasm file, with its detached signature from the file
+// beside it (SignatureFile) when the manifest holds none.
+func ReadSource(path string, m Manifest) (Source, error) {
 	wasm, err := os.ReadFile(path)
 	if err != nil {
-		return nil, m, fmt.Errorf("host: %w: %w", ErrLoad, err)
+		return Source{}, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
 	if m.Signature == nil {
 		if m.Signature, err = os.ReadFile(SignatureFile(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, m, fmt.Errorf("host: %w: %w", ErrLoad, err)
+			return Source{}, fmt.Errorf("host: %w: %w", ErrLoad, err)
 		}
 	}
-	return wasm, m, nil
+	return Source{From: path, Wasm: wasm, Manifest: m}, nil
 }
 
 // Load compiles a plugin, asks it to describe itself, checks the description, and
@@ -299,10 +309,64 @@ func (h *Host) Load(ctx context.Context, wasm []byte, m Manifest) (*Plugin, erro
 	return h.finishLoad(p)
 }
 
+// LoadAll loads plugins as Load does, registering them one after another in the order
+// given, but prepares them (compiles, instantiates, asks them to describe themselves)
+// several at once, up to GOMAXPROCS: compiling a Go plugin takes seconds. It stops at
+// the first plugin, in that order, that fails to load, whose From its error names, and
+// returns those loaded before it, so the one that failed is srcs[len(loaded)].
+func (h *Host) LoadAll(ctx context.Context, srcs []Source) ([]*Plugin, error) {
+	prepared := make([]*Plugin, len(srcs))
+	errs := make([]error, len(srcs))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, src := range srcs {
+		g.Go(func() error {
+			prepared[i], errs[i] = h.prepareValid(ctx, src.Wasm, src.Manifest)
+			return nil // each plugin's error is its own: one failing stops none of the others
+		})
+	}
+	g.Wait()
+	loaded := make([]*Plugin, 0, len(srcs))
+	for i, p := range prepared {
+		// Admission and registration in order: a tenant's admission counts the memory
+		// of what it admitted, and which plugin is refused must not depend on timing.
+		err := errs[i]
+		if err == nil {
+			err = h.admitPrepared(p)
+		}
+		if err == nil {
+			p, err = h.finishLoad(p)
+		}
+		if err != nil {
+			for _, rest := range prepared[i+1:] {
+				if rest != nil {
+					rest.close(context.Background())
+				}
+			}
+			return loaded, fmt.Errorf("%w (from %s)", err, srcs[i].From)
+		}
+		loaded = append(loaded, p)
+	}
+	return loaded, nil
+}
+
 // prepareChecked prepares a plugin and checks what Load and Reload ask of it before it
 // may serve: a valid descriptor, the exports it promises, and a tenant view's
 // admission.
 func (h *Host) prepareChecked(ctx context.Context, wasm []byte, m Manifest) (*Plugin, error) {
+	p, err := h.prepareValid(ctx, wasm, m)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.admitPrepared(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// prepareValid prepares a plugin, checks its descriptor and the exports it promises
+// and compiles its tools' output schemas, closing it if any of that fails.
+func (h *Host) prepareValid(ctx context.Context, wasm []byte, m Manifest) (*Plugin, error) {
 	p, err := h.prepare(ctx, wasm, m)
 	if err != nil {
 		return nil, err
@@ -314,14 +378,24 @@ func (h *Host) prepareChecked(ctx context.Context, wasm []byte, m Manifest) (*Pl
 	if err == nil {
 		err = p.compileOutputSchemas()
 	}
-	if err == nil && h.admit != nil {
-		err = h.admit(p.desc.Name, p.manifest)
-	}
 	if err != nil {
 		p.close(context.Background())
 		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 	}
 	return p, nil
+}
+
+// admitPrepared asks a tenant view's admission whether a prepared plugin may load,
+// closing it if not.
+func (h *Host) admitPrepared(p *Plugin) error {
+	if h.admit == nil {
+		return nil
+	}
+	if err := h.admit(p.desc.Name, p.manifest); err != nil {
+		p.close(context.Background())
+		return fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	return nil
 }
 
 // finishLoad registers a prepared and checked plugin, which has no other version

@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,8 +29,9 @@ func ReadManifest(path string) (Manifest, error) {
 }
 
 // LoadDir loads every plugin of a directory: each <name>.wasm, with the manifest
-// <name>.json beside it when there is one (none grants nothing beyond the defaults).
-// It stops at the first plugin that fails to load, leaving those loaded before it.
+// <name>.json beside it when there is one (none grants nothing beyond the defaults),
+// in the order of their names, compiling several at once (LoadAll). It stops at the
+// first plugin that fails to load, leaving those loaded before it.
 func (h *Host) LoadDir(ctx context.Context, dir string) ([]*Plugin, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
 	if err != nil {
@@ -40,17 +42,24 @@ func (h *Host) LoadDir(ctx context.Context, dir string) ([]*Plugin, error) {
 			return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
 		}
 	}
-	var loaded []*Plugin
+	srcs := make([]Source, 0, len(files))
 	for _, file := range files {
-		m, err := ReadManifest(manifestFile(file))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return loaded, fmt.Errorf("host: %w: %w", ErrLoad, err)
-		}
-		p, err := h.LoadFile(ctx, file, m)
+		src, err := readDirSource(file)
 		if err != nil {
-			return loaded, err
+			// Those before it load, as they would have one by one.
+			loaded, lerr := h.LoadAll(ctx, srcs)
+			return loaded, cmp.Or(lerr, err)
 		}
-		loaded = append(loaded, p)
+		srcs = append(srcs, src)
 	}
-	return loaded, nil
+	return h.LoadAll(ctx, srcs)
+}
+
+// readDirSource reads a .wasm file of LoadDir's, with the manifest beside it if any.
+func readDirSource(file string) (Source, error) {
+	m, err := ReadManifest(manifestFile(file))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return Source{}, fmt.Errorf("host: %w: %w", ErrLoad, err)
+	}
+	return ReadSource(file, m)
 }

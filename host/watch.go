@@ -130,15 +130,11 @@ func (w *DirWatch) look() (map[string]pluginFiles, error) {
 
 // reload reloads the plugin of a .wasm file with its manifest, as LoadDir loads it.
 func (w *DirWatch) reload(ctx context.Context, path string) (*Plugin, error) {
-	m, err := ReadManifest(manifestFile(path))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("host: %w: %w", ErrLoad, err)
-	}
-	wasm, m, err := readPluginFile(path, m)
+	src, err := readDirSource(path)
 	if err != nil {
 		return nil, err
 	}
-	p, err := w.h.Reload(ctx, wasm, m)
+	p, err := w.h.Reload(ctx, src.Wasm, src.Manifest)
 	if err != nil {
 		return nil, fmt.Errorf("%w (from %s)", err, path)
 	}
