@@ -227,17 +227,13 @@ func BenchmarkEngines(b *testing.B) {
 				}
 				tools = append(tools, tool)
 			}
-			var spent [3]time.Duration
-			for i := 0; b.Loop(); i++ {
-				for j := range tools {
-					v := (i + j) % len(tools)
-					start := time.Now()
-					if _, err := tools[v].Run(ctx, c.input); err != nil {
-						b.Fatal(err)
-					}
-					spent[v] += time.Since(start)
+			spent := takeTurns(b, len(tools), func(v int) time.Duration {
+				start := time.Now()
+				if _, err := tools[v].Run(ctx, c.input); err != nil {
+					b.Fatal(err)
 				}
-			}
+				return time.Since(start)
+			})
 			n := float64(b.N)
 			b.ReportMetric(float64(spent[0].Nanoseconds())/n/1e3, "µs/go")
 			b.ReportMetric(float64(spent[1].Nanoseconds())/n/1e3, "µs/native-engine")
@@ -271,7 +267,10 @@ func BenchmarkLoadSeveral(b *testing.B) {
 		func(h *host.Host) error { _, err := h.LoadAll(ctx, srcs); return err },
 	}
 	run := func(v int) time.Duration {
-		h, _ := newHost(&testing.T{}, host.WithCompilationCache(cache))
+		h, err := host.New(agent.NewRegistry(), host.WithCompilationCache(cache), host.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			b.Fatal(err)
+		}
 		defer h.Close(ctx)
 		start := time.Now()
 		if err := variants[v](h); err != nil {
@@ -280,15 +279,24 @@ func BenchmarkLoadSeveral(b *testing.B) {
 		return time.Since(start)
 	}
 	run(1) // fills the cache
-	var spent [2]time.Duration
-	for i := 0; b.Loop(); i++ {
-		for j := range variants {
-			v := (i + j) % len(variants)
-			spent[v] += run(v)
-		}
-	}
+	spent := takeTurns(b, len(variants), run)
 	n := float64(b.N)
 	b.ReportMetric(float64(spent[0].Milliseconds())/n, "ms/one-by-one")
 	b.ReportMetric(float64(spent[1].Milliseconds())/n, "ms/load-all")
 	b.ReportMetric(float64(spent[0])/float64(spent[1]), "one-by-one/load-all")
+}
+
+// takeTurns runs the variants of a side-by-side benchmark in turn within each
+// iteration of b's loop, each going first in turn, so that a loaded machine weighs on
+// each alike; run(v) runs variant v and returns the time that counts. It returns the
+// time spent in each variant.
+func takeTurns(b *testing.B, variants int, run func(v int) time.Duration) []time.Duration {
+	spent := make([]time.Duration, variants)
+	for i := 0; b.Loop(); i++ {
+		for j := range variants {
+			v := (i + j) % variants
+			spent[v] += run(v)
+		}
+	}
+	return spent
 }

@@ -64,17 +64,13 @@ func BenchmarkGuestBaseline(b *testing.B) {
 				b.Fatal(err)
 			}
 			tools := []agent.Tool{loadGuestTool(b, old, c.tool), loadGuestTool(b, benchWasm(b, c.dir), c.tool)}
-			var spent [2]time.Duration
-			for i := 0; b.Loop(); i++ {
-				for j := range tools {
-					v := (i + j) % len(tools)
-					start := time.Now()
-					if _, err := tools[v].Run(ctx, c.input); err != nil {
-						b.Fatal(err)
-					}
-					spent[v] += time.Since(start)
+			spent := takeTurns(b, len(tools), func(v int) time.Duration {
+				start := time.Now()
+				if _, err := tools[v].Run(ctx, c.input); err != nil {
+					b.Fatal(err)
 				}
-			}
+				return time.Since(start)
+			})
 			n := float64(b.N)
 			b.ReportMetric(float64(spent[0].Nanoseconds())/n/1e3, "µs/before")
 			b.ReportMetric(float64(spent[1].Nanoseconds())/n/1e3, "µs/after")
