@@ -89,13 +89,7 @@ func TestTenantStoredBytesQuota(t *testing.T) {
 func TestTenantQueuedTurns(t *testing.T) {
 	ts := newTenantServerOf(t, "tenants:\n  - id: a\n    quotas: {concurrentTurns: 1, queuedTurns: 1, turnQueueTimeout: 1h}\n")
 	a := ts.key["a"]
-	held := ts.newSessionOf(t, a, "gate")
-	first := make(chan int, 1)
-	go func() {
-		resp, _ := ts.turnOf(t, a, "gate", held)
-		first <- resp.StatusCode
-	}()
-	<-ts.gates["a"].started
+	release := ts.holdTurn(t, "a")
 	queued := make(chan int)
 	go func() {
 		resp, _ := ts.turnOf(t, a, "echo", ts.newSessionOf(t, a, "echo"))
@@ -105,7 +99,7 @@ func TestTenantQueuedTurns(t *testing.T) {
 	for ts.limiters["a"].Waiting() == 0 {
 		select {
 		case status := <-queued:
-			ts.gates["a"].release <- struct{}{}
+			release()
 			t.Fatalf("a's second turn did not wait in line: %d", status)
 		default:
 			runtime.Gosched()
@@ -115,10 +109,7 @@ func TestTenantQueuedTurns(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || e.Code != "over_quota" || resp.Header.Get("Retry-After") != "1" {
 		t.Errorf("a's third turn at once, the line full: %d %+v", resp.StatusCode, e)
 	}
-	ts.gates["a"].release <- struct{}{}
-	if status := <-first; status != http.StatusOK {
-		t.Errorf("a's held turn: %d", status)
-	}
+	release()
 	if status := <-queued; status != http.StatusOK {
 		t.Errorf("a's queued turn, once the held one ended: %d", status)
 	}
@@ -139,14 +130,7 @@ func TestTenantQueuedTurnClientLeaves(t *testing.T) {
 	})
 	ts := newTenantServerOf(t, "tenants:\n  - id: a\n    quotas: {concurrentTurns: 1, queuedTurns: 1}\n")
 	a := ts.key["a"]
-	held := ts.newSessionOf(t, a, "gate")
-	first := make(chan int, 1)
-	go func() {
-		resp, _ := ts.turnOf(t, a, "gate", held)
-		first <- resp.StatusCode
-	}()
-	<-ts.gates["a"].started
-	defer func() { ts.gates["a"].release <- struct{}{}; <-first }()
+	defer ts.holdTurn(t, "a")()
 
 	ctx, cancel := context.WithCancel(t.Context())
 	req, err := http.NewRequestWithContext(ctx, "POST", ts.URL+"/api/agents/echo/sessions/"+ts.newSessionOf(t, a, "echo")+"/turns",
@@ -175,5 +159,26 @@ func TestTenantQueuedTurnClientLeaves(t *testing.T) {
 	// The place is held: only the client's leaving takes its turn out of line.
 	for ts.limiters["a"].Waiting() != 0 {
 		runtime.Gosched()
+	}
+}
+
+// holdTurn starts a turn of tenant id on its gate agent and returns once the turn
+// runs; release lets it end, and checks that it succeeded.
+func (ts *tenantServer) holdTurn(t *testing.T, id string) (release func()) {
+	t.Helper()
+	key := ts.key[id]
+	held := ts.newSessionOf(t, key, "gate")
+	done := make(chan int, 1)
+	go func() {
+		resp, _ := ts.turnOf(t, key, "gate", held)
+		done <- resp.StatusCode
+	}()
+	<-ts.gates[id].started
+	return func() {
+		t.Helper()
+		ts.gates[id].release <- struct{}{}
+		if status := <-done; status != http.StatusOK {
+			t.Errorf("%s's held turn: %d", id, status)
+		}
 	}
 }

@@ -289,20 +289,8 @@ func TestRevokedKeyFailsAtOnce(t *testing.T) {
 func TestTenantQuotas(t *testing.T) {
 	ts := newTenantServer(t)
 	a, b := ts.key["a"], ts.key["b"]
-	newSession := func(key, agent string) string {
-		var info server.SessionInfo
-		if resp := ts.call(t, key, "POST", "/api/agents/"+agent+"/sessions", nil, &info); resp.StatusCode != http.StatusCreated {
-			t.Fatalf("creating a session: %d", resp.StatusCode)
-		}
-		return info.SessionID
-	}
-	held, other := newSession(a, "gate"), newSession(a, "echo")
-	done := make(chan int)
-	go func() {
-		resp := ts.call(t, a, "POST", "/api/agents/gate/sessions/"+held+"/turns", map[string]any{"text": "wait"}, nil)
-		done <- resp.StatusCode
-	}()
-	<-ts.gates["a"].started
+	other := ts.newSessionOf(t, a, "echo")
+	release := ts.holdTurn(t, "a")
 	var e struct{ Code, Message string }
 	resp := ts.call(t, a, "POST", "/api/agents/echo/sessions/"+other+"/turns", map[string]any{"text": "hi"}, &e)
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || e.Code != "over_quota" ||
@@ -310,14 +298,11 @@ func TestTenantQuotas(t *testing.T) {
 		t.Errorf("a's second turn at once: %d, Retry-After %q, %+v", resp.StatusCode, resp.Header.Get("Retry-After"), e)
 	}
 	// b is not refused while a is at its quota.
-	bs := newSession(b, "echo")
+	bs := ts.newSessionOf(t, b, "echo")
 	if resp := ts.call(t, b, "POST", "/api/agents/echo/sessions/"+bs+"/turns", map[string]any{"text": "hi"}, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("b's turn while a is at its quota: %d", resp.StatusCode)
 	}
-	ts.gates["a"].release <- struct{}{}
-	if status := <-done; status != http.StatusOK {
-		t.Errorf("a's held turn: %d", status)
-	}
+	release()
 	if resp := ts.call(t, a, "POST", "/api/agents/echo/sessions/"+other+"/turns", map[string]any{"text": "hi"}, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("a's turn once its first ended: %d", resp.StatusCode)
 	}
