@@ -55,6 +55,8 @@ func (i *nativeInstance) Reset(ctx context.Context) error {
 	if s == nil {
 		return engine.ErrNoReset
 	}
+	i.memory.enter()
+	defer i.memory.leave()
 	mem := i.guest.Memory()
 	if size := mem.Size(); size != uint32(len(s.memory)) {
 		return fmt.Errorf("%w: its memory grew from %d to %d bytes since its first call", engine.ErrNoReset, len(s.memory), size)
