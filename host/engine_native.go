@@ -194,9 +194,9 @@ func instanceOf(ctx context.Context) *nativeInstance {
 }
 
 type nativeModule struct {
-	rt         wazero.Runtime
-	guest      wazero.CompiledModule
-	kernel     wazero.CompiledModule
+	rt           wazero.Runtime
+	guest        wazero.CompiledModule
+	kernel       wazero.CompiledModule
 	globals      []string // the exports of the guest's mutable globals
 	resettable   bool
 	goHeapMemory bool
