@@ -20,6 +20,12 @@ import (
 // context its calls need.
 func newNativeInstance(t *testing.T, dir string, resettable bool, edit func([]engine.HostFunc)) (*nativeInstance, context.Context) {
 	t.Helper()
+	return newInstanceOn(t, nativeEngine{}, dir, resettable, edit)
+}
+
+// newInstanceOn is newNativeInstance on the native engine eng.
+func newInstanceOn(t *testing.T, eng nativeEngine, dir string, resettable bool, edit func([]engine.HostFunc)) (*nativeInstance, context.Context) {
+	t.Helper()
 	data, err := os.ReadFile(pluginbuild.ForTest(t, dir))
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +40,6 @@ func newNativeInstance(t *testing.T, dir string, resettable bool, edit func([]en
 	if edit != nil {
 		edit(cfg.HostFuncs)
 	}
-	eng := nativeEngine{}
 	if cfg.Cache, cfg.CacheDir, err = h.cache.forModule(eng.Name(), sha256Hex(data)); err != nil {
 		t.Fatal(err)
 	}
