@@ -24,7 +24,7 @@ func newNativeInstance(t *testing.T, dir string, resettable bool, edit func([]en
 }
 
 // newInstanceOn is newNativeInstance on the native engine eng.
-func newInstanceOn(t *testing.T, eng nativeEngine, dir string, resettable bool, edit func([]engine.HostFunc)) (*nativeInstance, context.Context) {
+func newInstanceOn(t testing.TB, eng nativeEngine, dir string, resettable bool, edit func([]engine.HostFunc)) (*nativeInstance, context.Context) {
 	t.Helper()
 	data, err := os.ReadFile(pluginbuild.ForTest(t, dir))
 	if err != nil {
@@ -124,7 +124,7 @@ func TestResetRefusesAGrownMemory(t *testing.T) {
 // BenchmarkReset measures putting a warm calculator instance back to its snapshot,
 // after one tool call: the price of a fresh instance per session without a new one.
 func BenchmarkReset(b *testing.B) {
-	inst, ctx := resettableCalculator(&testing.T{})
+	inst, ctx := newInstanceOn(b, nativeEngine{}, "../plugins/calculator", true, nil)
 	input := []byte(`{"tool":"calc","input":{"expression":"6 * 7"}}`)
 	for b.Loop() {
 		if _, err := inst.Call(ctx, plugin.ExportCallTool, input); err != nil {
@@ -134,7 +134,7 @@ func BenchmarkReset(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(len(inst.snapshot.memory))/(1<<20), "MiB/snapshot")
+	b.ReportMetric(float64(inst.snapshot.size)/(1<<20), "MiB/snapshot")
 }
 
 // TestLateInterruptSparesTheNextCall: the end of one call's context, acted upon only

@@ -31,7 +31,8 @@ var memoryVariants = []struct {
 // address space with wazero's own on the Go heap, side by side in one run: tool calls
 // on a warm instance (calc, log of 1 KiB and 1 MiB), the first thousand calc calls of
 // a new instance (while a Go guest's heap grows), the memory of a warm instance (Go
-// heap and resident), and Reset. The variants take turns within each iteration.
+// heap and resident), and a call and Reset (against the reset before, on the Go heap:
+// the whole snapshot copied back). The variants take turns within each iteration.
 func BenchmarkLinearMemory(b *testing.B) {
 	ctx := context.Background()
 	calls := []struct {
@@ -48,7 +49,7 @@ func BenchmarkLinearMemory(b *testing.B) {
 			for _, v := range memoryVariants {
 				tools = append(tools, benchTool(b, v.engine, c.dir, c.tool, 1))
 			}
-			sideBySide(b, func(v int) {
+			sideBySide(b, variantNames, func(v int) {
 				if _, err := tools[v].Run(ctx, c.input); err != nil {
 					b.Fatal(err)
 				}
@@ -61,7 +62,7 @@ func BenchmarkLinearMemory(b *testing.B) {
 			ps = append(ps, loadForBench(b, Manifest{MemoryPages: 1024}, WithEngine(v.engine)))
 		}
 		input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
-		sideBySide(b, func(v int) {
+		sideBySide(b, variantNames, func(v int) {
 			inst, err := ps[v].module.Instantiate(ctx)
 			if err != nil {
 				b.Fatal(err)
@@ -82,24 +83,53 @@ func BenchmarkLinearMemory(b *testing.B) {
 		var insts []*nativeInstance
 		var ctxs []context.Context
 		for _, v := range memoryVariants {
-			inst, ctx := newInstanceOn(&testing.T{}, v.engine, "../plugins/calculator", true, nil)
+			inst, ctx := newInstanceOn(b, v.engine, "../plugins/calculator", true, nil)
 			insts, ctxs = append(insts, inst), append(ctxs, ctx)
 		}
 		input := []byte(`{"tool":"calc","input":{"expression":"6 * 7"}}`)
-		sideBySide(b, func(v int) {
-			if _, err := insts[v].Call(ctxs[v], plugin.ExportCallTool, input); err != nil {
-				b.Fatal(err)
+		whole := bytes.Clone(memoryOf(insts[1].guest.Memory()))
+		resets := [2]func(){
+			func() {
+				if err := insts[0].Reset(ctxs[0]); err != nil {
+					b.Fatal(err)
+				}
+			},
+			func() { // Reset as it was: the whole snapshot copied back
+				inst := insts[1]
+				copy(memoryOf(inst.guest.Memory()), whole)
+				for j, g := range inst.snapshot.handles {
+					g.Set(inst.snapshot.globals[j])
+				}
+				inst.kernel.scrub()
+			},
+		}
+		// Only the resets are timed; each follows a call.
+		var spent [2]time.Duration
+		for i := 0; b.Loop(); i++ {
+			for j := range spent {
+				v := (i + j) % len(spent)
+				if _, err := insts[v].Call(ctxs[v], plugin.ExportCallTool, input); err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				resets[v]()
+				spent[v] += time.Since(start)
 			}
-			if err := insts[v].Reset(ctxs[v]); err != nil {
-				b.Fatal(err)
-			}
-		})
+		}
+		b.ReportMetric(float64(spent[0].Nanoseconds())/float64(b.N), "ns/reset-reserved-changed")
+		b.ReportMetric(float64(spent[1].Nanoseconds())/float64(b.N), "ns/reset-goheap-whole")
+		b.ReportMetric(float64(spent[0])/float64(spent[1]), "changed/whole")
+		kept := len(bytes.Join(insts[0].snapshot.pages, nil))
+		b.ReportMetric(float64(kept)/(1<<20), "MiB-kept/snapshot")
+		b.ReportMetric(float64(len(whole))/(1<<20), "MiB-whole/snapshot")
 	})
 }
 
-// sideBySide runs each variant once per iteration, each going first in turn, and
-// reports each one's time and the reserved variant's relative to the Go heap's.
-func sideBySide(b *testing.B, run func(v int)) {
+var variantNames = [2]string{memoryVariants[0].name, memoryVariants[1].name}
+
+// sideBySide runs two variants once per iteration, each going first in turn, and
+// reports each one's time and the first's relative to the second's.
+func sideBySide(b *testing.B, names [2]string, run func(v int)) {
 	var spent [2]time.Duration
 	for i := 0; b.Loop(); i++ {
 		for j := range spent {
@@ -110,9 +140,9 @@ func sideBySide(b *testing.B, run func(v int)) {
 		}
 	}
 	for v, d := range spent {
-		b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "ns/"+memoryVariants[v].name)
+		b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "ns/"+names[v])
 	}
-	b.ReportMetric(float64(spent[0])/float64(spent[1]), "reserved/goheap")
+	b.ReportMetric(float64(spent[0])/float64(spent[1]), names[0]+"/"+names[1])
 }
 
 // benchTool loads the plugin of dir on eng, n instances at most, and returns its tool.
