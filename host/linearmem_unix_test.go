@@ -97,6 +97,20 @@ func TestMappingRefusesPastItsRegion(t *testing.T) {
 	}
 }
 
+// TestReservationRefusedFallsBackToTheHeap: a memory whose reservation the system
+// refuses (more address space than there is) is a Go slice, which still grows.
+func TestReservationRefusedFallsBackToTheHeap(t *testing.T) {
+	before := liveMappings.Load()
+	m := newArena().allocate(0, 1<<62)
+	defer m.Free()
+	if _, ok := m.(*heapMemory); !ok || liveMappings.Load() != before {
+		t.Fatalf("a reservation of 4 EiB gave a %T", m)
+	}
+	if b := m.Reallocate(1 << 16); len(b) != 1<<16 {
+		t.Errorf("the fallback memory gave %d bytes, want %d", len(b), 1<<16)
+	}
+}
+
 // TestClosedInstancesUnmapTheirMemories: closing instances gives their memories back,
 // whether their last call succeeded or trapped.
 func TestClosedInstancesUnmapTheirMemories(t *testing.T) {
