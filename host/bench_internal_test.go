@@ -203,3 +203,18 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// takeTurns runs the variants of a side-by-side benchmark in turn within each
+// iteration of b's loop, each going first in turn, so that a loaded machine weighs on
+// each alike; run(v) runs variant v and returns the time that counts. It returns the
+// time spent in each variant.
+func takeTurns(b *testing.B, variants int, run func(v int) time.Duration) []time.Duration {
+	spent := make([]time.Duration, variants)
+	for i := 0; b.Loop(); i++ {
+		for j := range variants {
+			v := (i + j) % variants
+			spent[v] += run(v)
+		}
+	}
+	return spent
+}

@@ -27,6 +27,8 @@ var memoryVariants = []struct {
 	{"goheap", nativeEngine{goHeapMemory: true}},
 }
 
+var variantNames = [2]string{memoryVariants[0].name, memoryVariants[1].name}
+
 // BenchmarkLinearMemory compares the native engine's linear memories reserved as
 // address space with wazero's own on the Go heap, side by side in one run: tool calls
 // on a warm instance (calc, log of 1 KiB and 1 MiB), the first thousand calc calls of
@@ -49,11 +51,13 @@ func BenchmarkLinearMemory(b *testing.B) {
 			for _, v := range memoryVariants {
 				tools = append(tools, benchTool(b, v.engine, c.dir, c.tool, 1))
 			}
-			sideBySide(b, variantNames, func(v int) {
+			report(b, variantNames, takeTurns(b, 2, func(v int) time.Duration {
+				start := time.Now()
 				if _, err := tools[v].Run(ctx, c.input); err != nil {
 					b.Fatal(err)
 				}
-			})
+				return time.Since(start)
+			}))
 		})
 	}
 	b.Run("first-1000-calls/calc", func(b *testing.B) {
@@ -62,7 +66,8 @@ func BenchmarkLinearMemory(b *testing.B) {
 			ps = append(ps, loadForBench(b, Manifest{MemoryPages: 1024}, WithEngine(v.engine)))
 		}
 		input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
-		sideBySide(b, variantNames, func(v int) {
+		report(b, variantNames, takeTurns(b, 2, func(v int) time.Duration {
+			start := time.Now()
 			inst, err := ps[v].module.Instantiate(ctx)
 			if err != nil {
 				b.Fatal(err)
@@ -74,7 +79,8 @@ func BenchmarkLinearMemory(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-		})
+			return time.Since(start)
+		}))
 	})
 	for _, v := range memoryVariants {
 		b.Run("warm-instance/"+v.name, func(b *testing.B) { warmMemory(b, v.engine) })
@@ -104,41 +110,23 @@ func BenchmarkLinearMemory(b *testing.B) {
 			},
 		}
 		// Only the resets are timed; each follows a call.
-		var spent [2]time.Duration
-		for i := 0; b.Loop(); i++ {
-			for j := range spent {
-				v := (i + j) % len(spent)
-				if _, err := insts[v].Call(ctxs[v], plugin.ExportCallTool, input); err != nil {
-					b.Fatal(err)
-				}
-				start := time.Now()
-				resets[v]()
-				spent[v] += time.Since(start)
+		report(b, [2]string{"reserved-changed", "goheap-whole"}, takeTurns(b, 2, func(v int) time.Duration {
+			if _, err := insts[v].Call(ctxs[v], plugin.ExportCallTool, input); err != nil {
+				b.Fatal(err)
 			}
-		}
-		b.ReportMetric(float64(spent[0].Nanoseconds())/float64(b.N), "ns/reset-reserved-changed")
-		b.ReportMetric(float64(spent[1].Nanoseconds())/float64(b.N), "ns/reset-goheap-whole")
-		b.ReportMetric(float64(spent[0])/float64(spent[1]), "changed/whole")
+			start := time.Now()
+			resets[v]()
+			return time.Since(start)
+		}))
 		kept := len(bytes.Join(insts[0].snapshot.pages, nil))
 		b.ReportMetric(float64(kept)/(1<<20), "MiB-kept/snapshot")
 		b.ReportMetric(float64(len(whole))/(1<<20), "MiB-whole/snapshot")
 	})
 }
 
-var variantNames = [2]string{memoryVariants[0].name, memoryVariants[1].name}
-
-// sideBySide runs two variants once per iteration, each going first in turn, and
-// reports each one's time and the first's relative to the second's.
-func sideBySide(b *testing.B, names [2]string, run func(v int)) {
-	var spent [2]time.Duration
-	for i := 0; b.Loop(); i++ {
-		for j := range spent {
-			v := (i + j) % len(spent)
-			start := time.Now()
-			run(v)
-			spent[v] += time.Since(start)
-		}
-	}
+// report reports the time per iteration of two variants and the first's relative to
+// the second's.
+func report(b *testing.B, names [2]string, spent []time.Duration) {
 	for v, d := range spent {
 		b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "ns/"+names[v])
 	}
