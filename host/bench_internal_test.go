@@ -58,7 +58,8 @@ func BenchmarkInstanceCheckout(b *testing.B) {
 
 // BenchmarkWarmInstanceMemory reports the memory one more warm instance of the
 // calculator plugin costs (Go runtime initialized, one call served): the growth of the
-// process's heap per instance.
+// process's heap per instance. The native engine's linear memories are not on the
+// heap; BenchmarkLinearMemory reports the resident memory too.
 func BenchmarkWarmInstanceMemory(b *testing.B) {
 	for _, e := range []Engine{NativeEngine(), extismengine.New()} {
 		b.Run("engine="+e.Name(), func(b *testing.B) { warmInstanceMemory(b, e) })
