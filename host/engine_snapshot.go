@@ -66,6 +66,16 @@ func (s *snapshot) restore(mem []byte) {
 	}
 }
 
+// zeroPages zeroes mem, a whole number of pages, writing only the pages that are not
+// zeros already: a reserved memory's pages the guest never touched stay unbacked.
+func zeroPages(mem []byte) {
+	for i := range len(mem) / snapshotPage {
+		if p := page(mem, i); !bytes.Equal(p, zeroPage[:]) {
+			clear(p)
+		}
+	}
+}
+
 // page returns page i of mem.
 func page(mem []byte, i int) []byte {
 	return mem[i*snapshotPage : (i+1)*snapshotPage]

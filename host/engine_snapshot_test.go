@@ -25,3 +25,13 @@ func TestSnapshotRestoresEveryPage(t *testing.T) {
 		t.Error("the memory differs from its snapshot after restore")
 	}
 }
+
+// TestZeroPagesZeroesEveryByte: zeroPages leaves no byte set, in any page.
+func TestZeroPagesZeroesEveryByte(t *testing.T) {
+	mem := make([]byte, 3*snapshotPage)
+	mem[0], mem[snapshotPage+7], mem[len(mem)-1] = 1, 2, 3
+	zeroPages(mem)
+	if n := bytes.Count(mem, []byte{0}); n != len(mem) {
+		t.Errorf("%d bytes are still set", len(mem)-n)
+	}
+}

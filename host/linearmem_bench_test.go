@@ -106,7 +106,7 @@ func BenchmarkLinearMemory(b *testing.B) {
 				for j, g := range inst.snapshot.handles {
 					g.Set(inst.snapshot.globals[j])
 				}
-				inst.kernel.scrub()
+				clear(memoryOf(inst.kernel.mem))
 			},
 		}
 		// Only the resets are timed; each follows a call.
