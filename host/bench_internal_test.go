@@ -58,7 +58,8 @@ func BenchmarkInstanceCheckout(b *testing.B) {
 
 // BenchmarkWarmInstanceMemory reports the memory one more warm instance of the
 // calculator plugin costs (Go runtime initialized, one call served): the growth of the
-// process's heap per instance.
+// process's heap per instance. The native engine's linear memories are not on the
+// heap; BenchmarkLinearMemory reports the resident memory too.
 func BenchmarkWarmInstanceMemory(b *testing.B) {
 	for _, e := range []Engine{NativeEngine(), extismengine.New()} {
 		b.Run("engine="+e.Name(), func(b *testing.B) { warmInstanceMemory(b, e) })
@@ -202,4 +203,19 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// takeTurns runs the variants of a side-by-side benchmark in turn within each
+// iteration of b's loop, each going first in turn, so that a loaded machine weighs on
+// each alike; run(v) runs variant v and returns the time that counts. It returns the
+// time spent in each variant.
+func takeTurns(b *testing.B, variants int, run func(v int) time.Duration) []time.Duration {
+	spent := make([]time.Duration, variants)
+	for i := 0; b.Loop(); i++ {
+		for j := range variants {
+			v := (i + j) % variants
+			spent[v] += run(v)
+		}
+	}
+	return spent
 }

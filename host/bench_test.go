@@ -227,7 +227,7 @@ func BenchmarkEngines(b *testing.B) {
 				}
 				tools = append(tools, tool)
 			}
-			spent := takeTurns(b, len(tools), func(v int) time.Duration {
+			spent := host.TakeTurns(b, len(tools), func(v int) time.Duration {
 				start := time.Now()
 				if _, err := tools[v].Run(ctx, c.input); err != nil {
 					b.Fatal(err)
@@ -279,24 +279,9 @@ func BenchmarkLoadSeveral(b *testing.B) {
 		return time.Since(start)
 	}
 	run(1) // fills the cache
-	spent := takeTurns(b, len(variants), run)
+	spent := host.TakeTurns(b, len(variants), run)
 	n := float64(b.N)
 	b.ReportMetric(float64(spent[0].Milliseconds())/n, "ms/one-by-one")
 	b.ReportMetric(float64(spent[1].Milliseconds())/n, "ms/load-all")
 	b.ReportMetric(float64(spent[0])/float64(spent[1]), "one-by-one/load-all")
-}
-
-// takeTurns runs the variants of a side-by-side benchmark in turn within each
-// iteration of b's loop, each going first in turn, so that a loaded machine weighs on
-// each alike; run(v) runs variant v and returns the time that counts. It returns the
-// time spent in each variant.
-func takeTurns(b *testing.B, variants int, run func(v int) time.Duration) []time.Duration {
-	spent := make([]time.Duration, variants)
-	for i := 0; b.Loop(); i++ {
-		for j := range variants {
-			v := (i + j) % variants
-			spent[v] += run(v)
-		}
-	}
-	return spent
 }

@@ -303,7 +303,7 @@ func (k *kernel) view(off, n uint32) ([]byte, bool) { return k.mem.Read(off, n) 
 // instance reset between sessions). All of it, not only the blocks: the guest's
 // stores reach any offset.
 func (k *kernel) scrub() {
-	clear(memoryOf(k.mem))
+	zeroPages(memoryOf(k.mem))
 }
 
 // memoryOf returns the whole of a memory, as the memory's own bytes.

@@ -34,7 +34,12 @@ import (
 // per call, are off. The yield is needed anyway: wazero's compiled code cannot be
 // preempted by Go's scheduler, and that call is where a garbage collection's
 // stop-the-world, or the goroutine ending the call at its deadline, gets its turn.
-type nativeEngine struct{}
+//
+// An instance's linear memories are reserved as address space, off the Go heap
+// (linearmem_unix.go), where the system allows.
+type nativeEngine struct {
+	goHeapMemory bool // the linear memories are wazero's own, on the Go heap
+}
 
 func (nativeEngine) Name() string { return "native" }
 
@@ -42,7 +47,7 @@ func (nativeEngine) Name() string { return "native" }
 // named for the rewrite's version so that a rewrite of another is not reused.
 const preparedFile = "native-" + instrument.Version + ".wasm"
 
-func (nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.ModuleConfig) (engine.Module, error) {
+func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.ModuleConfig) (engine.Module, error) {
 	prepared, err := prepare(wasm, cfg.CacheDir)
 	if err != nil {
 		return nil, err
@@ -52,7 +57,7 @@ func (nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.ModuleC
 		rc = rc.WithCompilationCache(cfg.Cache)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	m := &nativeModule{rt: rt, resettable: cfg.Resettable, live: map[*nativeInstance]struct{}{}}
+	m := &nativeModule{rt: rt, resettable: cfg.Resettable, goHeapMemory: e.goHeapMemory, live: map[*nativeInstance]struct{}{}}
 	fail := func(err error) (engine.Module, error) {
 		rt.Close(context.Background())
 		return nil, err
@@ -189,11 +194,12 @@ func instanceOf(ctx context.Context) *nativeInstance {
 }
 
 type nativeModule struct {
-	rt         wazero.Runtime
-	guest      wazero.CompiledModule
-	kernel     wazero.CompiledModule
-	globals    []string // the exports of the guest's mutable globals
-	resettable bool
+	rt           wazero.Runtime
+	guest        wazero.CompiledModule
+	kernel       wazero.CompiledModule
+	globals      []string // the exports of the guest's mutable globals
+	resettable   bool
+	goHeapMemory bool
 
 	mu     sync.Mutex
 	live   map[*nativeInstance]struct{}
@@ -219,6 +225,9 @@ func (m *nativeModule) Close(ctx context.Context) error {
 
 func (m *nativeModule) Instantiate(ctx context.Context) (engine.Instance, error) {
 	i := &nativeInstance{module: m, stderr: &engine.TailBuffer{Max: 4096}, life: &engine.Lifetime{}}
+	if !m.goHeapMemory {
+		i.memory = newArena()
+	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -226,6 +235,8 @@ func (m *nativeModule) Instantiate(ctx context.Context) (engine.Instance, error)
 	}
 	m.live[i] = struct{}{}
 	m.mu.Unlock()
+	i.memory.enter()
+	defer i.memory.leave()
 	if err := i.instantiate(ctx); err != nil {
 		i.Close(context.Background())
 		return nil, err
@@ -241,6 +252,7 @@ type nativeInstance struct {
 	kernel kernel
 	stderr *engine.TailBuffer
 	life   *engine.Lifetime
+	memory *arena // nil: the memories are on the Go heap
 
 	exports map[string]api.Function
 	stack   [1]uint64 // the exports' parameters and result: none, and an i32
@@ -260,6 +272,7 @@ type nativeInstance struct {
 
 func (i *nativeInstance) instantiate(ctx context.Context) error {
 	m := i.module
+	ctx = experimental.WithMemoryAllocator(ctx, i.memory.allocator())
 	var err error
 	if i.kmod, err = m.rt.InstantiateModule(ctx, m.kernel, wazero.NewModuleConfig().WithName("")); err != nil {
 		return fmt.Errorf("instantiating the kernel: %w", err)
@@ -402,6 +415,8 @@ func (i *nativeInstance) halt() {
 }
 
 func (i *nativeInstance) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
+	i.memory.enter()
+	defer i.memory.leave()
 	if err := i.kernel.begin(input); err != nil {
 		return nil, err
 	}

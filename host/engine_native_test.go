@@ -20,6 +20,12 @@ import (
 // context its calls need.
 func newNativeInstance(t *testing.T, dir string, resettable bool, edit func([]engine.HostFunc)) (*nativeInstance, context.Context) {
 	t.Helper()
+	return newInstanceOn(t, nativeEngine{}, dir, resettable, edit)
+}
+
+// newInstanceOn is newNativeInstance on the native engine eng.
+func newInstanceOn(t testing.TB, eng nativeEngine, dir string, resettable bool, edit func([]engine.HostFunc)) (*nativeInstance, context.Context) {
+	t.Helper()
 	data, err := os.ReadFile(pluginbuild.ForTest(t, dir))
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +40,6 @@ func newNativeInstance(t *testing.T, dir string, resettable bool, edit func([]en
 	if edit != nil {
 		edit(cfg.HostFuncs)
 	}
-	eng := nativeEngine{}
 	if cfg.Cache, cfg.CacheDir, err = h.cache.forModule(eng.Name(), sha256Hex(data)); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +124,7 @@ func TestResetRefusesAGrownMemory(t *testing.T) {
 // BenchmarkReset measures putting a warm calculator instance back to its snapshot,
 // after one tool call: the price of a fresh instance per session without a new one.
 func BenchmarkReset(b *testing.B) {
-	inst, ctx := resettableCalculator(&testing.T{})
+	inst, ctx := newInstanceOn(b, nativeEngine{}, "../plugins/calculator", true, nil)
 	input := []byte(`{"tool":"calc","input":{"expression":"6 * 7"}}`)
 	for b.Loop() {
 		if _, err := inst.Call(ctx, plugin.ExportCallTool, input); err != nil {
@@ -129,7 +134,7 @@ func BenchmarkReset(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(len(inst.snapshot.memory))/(1<<20), "MiB/snapshot")
+	b.ReportMetric(float64(inst.snapshot.size)/(1<<20), "MiB/snapshot")
 }
 
 // TestLateInterruptSparesTheNextCall: the end of one call's context, acted upon only

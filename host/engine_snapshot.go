@@ -19,10 +19,66 @@ import (
 // shrink, and a Go guest's allocator, put back to its earlier state, would grow the
 // memory again past what it already has. Such an instance is not reset; its caller
 // makes a new one.
+//
+// The memory is kept and restored in system pages: a page of zeros is not kept, and
+// only the pages a call changed are written back. Of a calculator's 5 MiB after its
+// first call, 41 % are zeros, and a call changes about 50 of the 1,280 pages.
 type snapshot struct {
-	memory  []byte
+	size    int      // the memory's length
+	pages   [][]byte // the memory's pages, nil for a page of zeros
 	globals []uint64
 	handles []api.MutableGlobal
+}
+
+// snapshotPage is the unit of a snapshot; a WebAssembly page (64 KiB) holds whole ones.
+const snapshotPage = 4 << 10
+
+var zeroPage [snapshotPage]byte
+
+// keep sets s to the pages of mem, copying those that are not zeros into one buffer.
+func (s *snapshot) keep(mem []byte) {
+	s.size = len(mem)
+	s.pages = make([][]byte, len(mem)/snapshotPage)
+	kept := 0
+	for i := range s.pages {
+		if !bytes.Equal(page(mem, i), zeroPage[:]) {
+			kept++
+		}
+	}
+	buf := make([]byte, 0, kept*snapshotPage)
+	for i := range s.pages {
+		if p := page(mem, i); !bytes.Equal(p, zeroPage[:]) {
+			buf = append(buf, p...)
+			s.pages[i] = buf[len(buf)-snapshotPage:]
+		}
+	}
+}
+
+// restore writes back the pages of mem that differ from s; mem is as long as s's.
+func (s *snapshot) restore(mem []byte) {
+	for i, want := range s.pages {
+		if want == nil {
+			want = zeroPage[:]
+		}
+		if p := page(mem, i); !bytes.Equal(p, want) {
+			copy(p, want)
+		}
+	}
+}
+
+// zeroPages zeroes mem, a whole number of pages, writing only the pages that are not
+// zeros already: a reserved memory's pages the guest never touched stay unbacked.
+func zeroPages(mem []byte) {
+	for i := range len(mem) / snapshotPage {
+		if p := page(mem, i); !bytes.Equal(p, zeroPage[:]) {
+			clear(p)
+		}
+	}
+}
+
+// page returns page i of mem.
+func page(mem []byte, i int) []byte {
+	return mem[i*snapshotPage : (i+1)*snapshotPage]
 }
 
 // take snapshots the guest. Globals of types without a uint64 form (vectors,
@@ -32,7 +88,8 @@ func (i *nativeInstance) take() *snapshot {
 	if mem == nil {
 		return nil
 	}
-	s := &snapshot{memory: bytes.Clone(memoryOf(mem))}
+	s := &snapshot{}
+	s.keep(memoryOf(mem))
 	for _, name := range i.module.globals {
 		g, ok := i.guest.ExportedGlobal(name).(api.MutableGlobal)
 		if !ok {
@@ -55,11 +112,13 @@ func (i *nativeInstance) Reset(ctx context.Context) error {
 	if s == nil {
 		return engine.ErrNoReset
 	}
+	i.memory.enter()
+	defer i.memory.leave()
 	mem := i.guest.Memory()
-	if size := mem.Size(); size != uint32(len(s.memory)) {
-		return fmt.Errorf("%w: its memory grew from %d to %d bytes since its first call", engine.ErrNoReset, len(s.memory), size)
+	if size := mem.Size(); size != uint32(s.size) {
+		return fmt.Errorf("%w: its memory grew from %d to %d bytes since its first call", engine.ErrNoReset, s.size, size)
 	}
-	copy(memoryOf(mem), s.memory)
+	s.restore(memoryOf(mem))
 	for j, g := range s.handles {
 		g.Set(s.globals[j])
 	}

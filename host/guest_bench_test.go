@@ -64,7 +64,7 @@ func BenchmarkGuestBaseline(b *testing.B) {
 				b.Fatal(err)
 			}
 			tools := []agent.Tool{loadGuestTool(b, old, c.tool), loadGuestTool(b, benchWasm(b, c.dir), c.tool)}
-			spent := takeTurns(b, len(tools), func(v int) time.Duration {
+			spent := host.TakeTurns(b, len(tools), func(v int) time.Duration {
 				start := time.Now()
 				if _, err := tools[v].Run(ctx, c.input); err != nil {
 					b.Fatal(err)

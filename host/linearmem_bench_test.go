@@ -1,0 +1,213 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/terrarium-ai/terrarium/abi/plugin"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/host/pluginbuild"
+)
+
+// memoryVariants are the native engine with its linear memories reserved as address
+// space (the default) and as wazero makes them, on the Go heap.
+var memoryVariants = []struct {
+	name   string
+	engine nativeEngine
+}{
+	{"reserved", nativeEngine{}},
+	{"goheap", nativeEngine{goHeapMemory: true}},
+}
+
+var variantNames = [2]string{memoryVariants[0].name, memoryVariants[1].name}
+
+// BenchmarkLinearMemory compares the native engine's linear memories reserved as
+// address space with wazero's own on the Go heap, side by side in one run: tool calls
+// on a warm instance (calc, log of 1 KiB and 1 MiB), the first thousand calc calls of
+// a new instance (while a Go guest's heap grows), the memory of a warm instance (Go
+// heap and resident), and a call and Reset (against the reset before, on the Go heap:
+// the whole snapshot copied back). The variants take turns within each iteration.
+func BenchmarkLinearMemory(b *testing.B) {
+	ctx := context.Background()
+	calls := []struct {
+		name, dir, tool string
+		input           map[string]any
+	}{
+		{"calc", "../plugins/calculator", "calculator/calc", map[string]any{"expression": "(1.5 + 2) * -3 / 7"}},
+		{"log-1KiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<10)}},
+		{"log-1MiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<20)}},
+	}
+	for _, c := range calls {
+		b.Run("call/"+c.name, func(b *testing.B) {
+			var tools []agent.Tool
+			for _, v := range memoryVariants {
+				tools = append(tools, benchTool(b, v.engine, c.dir, c.tool, 1))
+			}
+			report(b, variantNames, takeTurns(b, 2, func(v int) time.Duration {
+				start := time.Now()
+				if _, err := tools[v].Run(ctx, c.input); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			}))
+		})
+	}
+	b.Run("first-1000-calls/calc", func(b *testing.B) {
+		var ps []*Plugin
+		for _, v := range memoryVariants {
+			ps = append(ps, loadForBench(b, Manifest{MemoryPages: 1024}, WithEngine(v.engine)))
+		}
+		input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
+		report(b, variantNames, takeTurns(b, 2, func(v int) time.Duration {
+			start := time.Now()
+			inst, err := ps[v].module.Instantiate(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer inst.Close(ctx)
+			bound := context.WithValue(ctx, bindingKey{}, &binding{plugin: ps[v]})
+			for range 1000 {
+				if _, err := inst.Call(bound, plugin.ExportCallTool, input); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return time.Since(start)
+		}))
+	})
+	for _, v := range memoryVariants {
+		b.Run("warm-instance/"+v.name, func(b *testing.B) { warmMemory(b, v.engine) })
+	}
+	b.Run("reset", func(b *testing.B) {
+		var insts []*nativeInstance
+		var ctxs []context.Context
+		for _, v := range memoryVariants {
+			inst, ctx := newInstanceOn(b, v.engine, "../plugins/calculator", true, nil)
+			insts, ctxs = append(insts, inst), append(ctxs, ctx)
+		}
+		input := []byte(`{"tool":"calc","input":{"expression":"6 * 7"}}`)
+		whole := bytes.Clone(memoryOf(insts[1].guest.Memory()))
+		resets := [2]func(){
+			func() {
+				if err := insts[0].Reset(ctxs[0]); err != nil {
+					b.Fatal(err)
+				}
+			},
+			func() { // Reset as it was: the whole snapshot copied back
+				inst := insts[1]
+				copy(memoryOf(inst.guest.Memory()), whole)
+				for j, g := range inst.snapshot.handles {
+					g.Set(inst.snapshot.globals[j])
+				}
+				clear(memoryOf(inst.kernel.mem))
+			},
+		}
+		// Only the resets are timed; each follows a call.
+		report(b, [2]string{"reserved-changed", "goheap-whole"}, takeTurns(b, 2, func(v int) time.Duration {
+			if _, err := insts[v].Call(ctxs[v], plugin.ExportCallTool, input); err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			resets[v]()
+			return time.Since(start)
+		}))
+		kept := len(bytes.Join(insts[0].snapshot.pages, nil))
+		b.ReportMetric(float64(kept)/(1<<20), "MiB-kept/snapshot")
+		b.ReportMetric(float64(len(whole))/(1<<20), "MiB-whole/snapshot")
+	})
+}
+
+// report reports the time per iteration of two variants and the first's relative to
+// the second's.
+func report(b *testing.B, names [2]string, spent []time.Duration) {
+	for v, d := range spent {
+		b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "ns/"+names[v])
+	}
+	b.ReportMetric(float64(spent[0])/float64(spent[1]), names[0]+"/"+names[1])
+}
+
+// benchTool loads the plugin of dir on eng, n instances at most, and returns its tool.
+func benchTool(b *testing.B, eng nativeEngine, dir, name string, n int) agent.Tool {
+	b.Helper()
+	path, err := pluginbuild.Build(context.Background(), dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := agent.NewRegistry()
+	h, err := New(r, WithEngine(eng), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Close(context.Background()) })
+	if _, err := h.Load(context.Background(), data, Manifest{MemoryPages: 1024, MaxInstances: n}); err != nil {
+		b.Fatal(err)
+	}
+	tool, err := r.LookupTool(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tool
+}
+
+// warmMemory reports what one more warm calculator instance on eng costs, after a
+// thousand calls (its Go heap grown): on the Go heap, and resident (RSS, on linux),
+// both after the collector has returned what it can to the system.
+func warmMemory(b *testing.B, eng nativeEngine) {
+	const n = 8
+	p := loadForBench(b, Manifest{MaxInstances: n, MemoryPages: 1024}, WithEngine(eng))
+	ctx := context.WithValue(context.Background(), bindingKey{}, &binding{plugin: p})
+	input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
+	var heap, rss float64
+	for b.Loop() {
+		heapBefore, rssBefore := memoryInUse(b)
+		insts := make([]instance, n)
+		for i := range insts {
+			inst, err := p.module.Instantiate(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range 1000 {
+				if _, err := inst.Call(ctx, plugin.ExportCallTool, input); err != nil {
+					b.Fatal(err)
+				}
+			}
+			insts[i] = inst
+		}
+		heapAfter, rssAfter := memoryInUse(b)
+		heap, rss = float64(heapAfter-heapBefore)/n, float64(rssAfter-rssBefore)/n
+		for _, inst := range insts {
+			inst.Close(ctx)
+		}
+	}
+	b.ReportMetric(heap/(1<<20), "MiB-heap/instance")
+	b.ReportMetric(rss/(1<<20), "MiB-rss/instance")
+}
+
+// memoryInUse returns the bytes of the Go heap in use and the process's resident
+// bytes (0 where /proc/self/statm is not), after a collection that returned to the
+// system what it could.
+func memoryInUse(b *testing.B) (heap, rss int64) {
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	statm, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return int64(ms.HeapInuse), 0
+	}
+	var size, resident int64
+	if _, err := fmt.Fscan(bytes.NewReader(statm), &size, &resident); err != nil {
+		b.Fatal(err)
+	}
+	return int64(ms.HeapInuse), resident * int64(os.Getpagesize())
+}

@@ -1,0 +1,17 @@
+//go:build !(linux || darwin)
+
+package host
+
+import "github.com/tetratelabs/wazero/experimental"
+
+// arena is, off linux and darwin, nothing: linear memories are wazero's own, on the
+// Go heap (linearmem_unix.go has the arena reserving them as address space).
+type arena struct{}
+
+func newArena() *arena { return nil }
+
+func (*arena) allocator() experimental.MemoryAllocator { return nil }
+
+func (*arena) enter() {}
+
+func (*arena) leave() {}
