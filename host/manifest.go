@@ -184,8 +184,8 @@ func (m Manifest) validate() error {
 		}
 	}
 	for k, v := range m.Env {
-		// wazero refuses these only when an instance is made: the load would fail
-		// later, naming nothing.
+		// wazero would refuse these only when an instance is made; Validate checks a
+		// manifest before any plugin is loaded with it.
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
 			return fmt.Errorf("env %q: want a name without '=' or NUL, and a value without NUL", k)
 		}
