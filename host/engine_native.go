@@ -57,7 +57,7 @@ func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.Modul
 		rc = rc.WithCompilationCache(cfg.Cache)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	m := &nativeModule{rt: rt, resettable: cfg.Resettable, goHeapMemory: e.goHeapMemory, live: map[*nativeInstance]struct{}{}}
+	m := &nativeModule{rt: rt, resettable: cfg.Resettable, goHeapMemory: e.goHeapMemory, env: cfg.Env, live: map[*nativeInstance]struct{}{}}
 	fail := func(err error) (engine.Module, error) {
 		rt.Close(context.Background())
 		return nil, err
@@ -200,6 +200,7 @@ type nativeModule struct {
 	globals      []string // the exports of the guest's mutable globals
 	resettable   bool
 	goHeapMemory bool
+	env          []string // the guest's environment, "KEY=value"
 
 	mu     sync.Mutex
 	live   map[*nativeInstance]struct{}
@@ -281,9 +282,10 @@ func (i *nativeInstance) instantiate(ctx context.Context) error {
 	// wazero's defaults are a fake clock and a fixed random source: a Go guest's
 	// garbage collector and timers stall under the first, and its crypto/rand repeats
 	// under the second. Guests get real ones, and nothing else: no filesystem, no
-	// environment, no arguments. Sleeping ends with the call (every blocking WASI
-	// function of wazero's waits in nanosleep: poll_oneoff's clocks; stdin is empty).
-	mc := wazero.NewModuleConfig().
+	// arguments, only the environment the manifest sets. Sleeping ends with the call
+	// (every blocking WASI function of wazero's waits in nanosleep: poll_oneoff's
+	// clocks; stdin is empty).
+	mc := engine.WithEnv(wazero.NewModuleConfig(), m.env).
 		WithName("").
 		WithStartFunctions(). // the start function runs below, stoppable
 		WithSysWalltime().

@@ -453,7 +453,7 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 
 	// Instances that serve one session each are reset rather than made anew when the
 	// engine can: they keep a snapshot of their state before any session's call.
-	cfg := engine.ModuleConfig{MemoryPages: m.MemoryPages, HostFuncs: h.root.hostFuncs(), Resettable: m.Isolation == IsolationSession}
+	cfg := engine.ModuleConfig{MemoryPages: m.MemoryPages, HostFuncs: h.root.hostFuncs(), Resettable: m.Isolation == IsolationSession, Env: m.environ()}
 	mod, release, err := h.compile(ctx, wasm, p.sha256, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("host: %w: compiling: %w", ErrLoad, err)

@@ -83,7 +83,7 @@ func BenchmarkLinearMemory(b *testing.B) {
 		}))
 	})
 	for _, v := range memoryVariants {
-		b.Run("warm-instance/"+v.name, func(b *testing.B) { warmMemory(b, v.engine) })
+		b.Run("warm-instance/"+v.name, func(b *testing.B) { warmMemory(b, v.engine, Manifest{}) })
 	}
 	b.Run("reset", func(b *testing.B) {
 		var insts []*nativeInstance
@@ -136,6 +136,18 @@ func report(b *testing.B, names [2]string, spent []time.Duration) {
 // benchTool loads the plugin of dir on eng, n instances at most, and returns its tool.
 func benchTool(b *testing.B, eng nativeEngine, dir, name string, n int) agent.Tool {
 	b.Helper()
+	_, r := benchPlugin(b, eng, dir, Manifest{MemoryPages: 1024, MaxInstances: n})
+	tool, err := r.LookupTool(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tool
+}
+
+// benchPlugin loads the plugin of dir on eng with manifest m into a new host, and
+// returns it and the host's registry.
+func benchPlugin(b *testing.B, eng nativeEngine, dir string, m Manifest) (*Plugin, *agent.Registry) {
+	b.Helper()
 	path, err := pluginbuild.Build(context.Background(), dir)
 	if err != nil {
 		b.Fatal(err)
@@ -150,25 +162,24 @@ func benchTool(b *testing.B, eng nativeEngine, dir, name string, n int) agent.To
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { h.Close(context.Background()) })
-	if _, err := h.Load(context.Background(), data, Manifest{MemoryPages: 1024, MaxInstances: n}); err != nil {
-		b.Fatal(err)
-	}
-	tool, err := r.LookupTool(name)
+	p, err := h.Load(context.Background(), data, m)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return tool
+	return p, r
 }
 
-// warmMemory reports what one more warm calculator instance on eng costs, after a
-// thousand calls (its Go heap grown): on the Go heap, and resident (RSS, on linux),
-// both after the collector has returned what it can to the system.
-func warmMemory(b *testing.B, eng nativeEngine) {
+// warmMemory reports what one more warm calculator instance on eng with manifest m
+// costs, after a thousand calls (its Go heap grown): on the Go heap, and resident
+// (RSS, on linux), both after the collector has returned what it can to the system;
+// and the size of its guest's linear memory.
+func warmMemory(b *testing.B, eng nativeEngine, m Manifest) {
 	const n = 8
-	p := loadForBench(b, Manifest{MaxInstances: n, MemoryPages: 1024}, WithEngine(eng))
+	m.MaxInstances, m.MemoryPages = n, 1024
+	p := loadForBench(b, m, WithEngine(eng))
 	ctx := context.WithValue(context.Background(), bindingKey{}, &binding{plugin: p})
 	input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
-	var heap, rss float64
+	var heap, rss, linear float64
 	for b.Loop() {
 		heapBefore, rssBefore := memoryInUse(b)
 		insts := make([]instance, n)
@@ -186,12 +197,15 @@ func warmMemory(b *testing.B, eng nativeEngine) {
 		}
 		heapAfter, rssAfter := memoryInUse(b)
 		heap, rss = float64(heapAfter-heapBefore)/n, float64(rssAfter-rssBefore)/n
+		linear = 0
 		for _, inst := range insts {
+			linear += float64(inst.(*nativeInstance).guest.Memory().Size()) / n
 			inst.Close(ctx)
 		}
 	}
 	b.ReportMetric(heap/(1<<20), "MiB-heap/instance")
 	b.ReportMetric(rss/(1<<20), "MiB-rss/instance")
+	b.ReportMetric(linear/(1<<20), "MiB-linear/instance")
 }
 
 // memoryInUse returns the bytes of the Go heap in use and the process's resident

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,6 +112,7 @@ type moduleKey struct {
 	sha256      string
 	memoryPages uint32
 	resettable  bool
+	env         string // the guest's environment, its pairs joined by NUL
 }
 
 // sharedModule is a module the host and its views share, closed with its last user.
@@ -124,7 +126,7 @@ type sharedModule struct {
 // back.
 func (h *Host) compile(ctx context.Context, wasm []byte, sum string, cfg engine.ModuleConfig) (module, func(), error) {
 	r := h.root
-	key := moduleKey{sum, cfg.MemoryPages, cfg.Resettable}
+	key := moduleKey{sum, cfg.MemoryPages, cfg.Resettable, strings.Join(cfg.Env, "\x00")}
 	r.modMu.Lock()
 	sm := r.modules[key]
 	if sm != nil {

@@ -70,7 +70,7 @@ func (extismEngine) Compile(ctx context.Context, wasm []byte, cfg engine.ModuleC
 	if err != nil {
 		return nil, err
 	}
-	return &module{compiled: compiled}, nil
+	return &module{compiled: compiled, env: cfg.Env}, nil
 }
 
 // blocks reads the calling instance's blocks.
@@ -80,6 +80,7 @@ func (b blocks) Read(offset uint64) ([]byte, error) { return b.p.ReadBytes(offse
 
 type module struct {
 	compiled *extism.CompiledPlugin
+	env      []string // the guest's environment, "KEY=value"
 	exports  map[string]bool
 	once     sync.Once
 }
@@ -92,9 +93,10 @@ func (m *module) Instantiate(ctx context.Context) (engine.Instance, error) {
 	// wazero's defaults are a fake clock and a fixed random source: a Go guest's
 	// garbage collector and timers stall under the first, and its crypto/rand repeats
 	// under the second. Guests get real ones, and nothing else: no filesystem, no
-	// environment, no arguments. Sleeping ends with the call (every blocking WASI
-	// function of wazero's waits in nanosleep: poll_oneoff's clocks; stdin is empty).
-	mc := wazero.NewModuleConfig().
+	// arguments, only the environment the manifest sets. Sleeping ends with the call
+	// (every blocking WASI function of wazero's waits in nanosleep: poll_oneoff's
+	// clocks; stdin is empty).
+	mc := engine.WithEnv(wazero.NewModuleConfig(), m.env).
 		WithSysWalltime().
 		WithSysNanotime().
 		WithNanosleep(life.Nanosleep).

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/tetratelabs/wazero"
 )
@@ -38,6 +39,9 @@ type ModuleConfig struct {
 	// snapshot of its state after its first call (the host's describe, which holds no
 	// session's data), which costs memory.
 	Resettable bool
+	// Env is the guest's WASI environment, "KEY=value" pairs sorted by key (a Go
+	// guest's runtime reads GOGC and GOMEMLIMIT from it as it starts).
+	Env []string
 }
 
 // HostModule is the import module of the host functions.
@@ -99,4 +103,13 @@ func (e *PluginError) Error() string { return e.Msg }
 // as Extism's kernels cannot tell the two apart. Both engines report it in these words.
 func ReturnedWithoutError(export string, rc uint32) error {
 	return fmt.Errorf("%s returned %d without setting an error", export, int32(rc))
+}
+
+// WithEnv returns mc with the environment env, "KEY=value" pairs.
+func WithEnv(mc wazero.ModuleConfig, env []string) wazero.ModuleConfig {
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		mc = mc.WithEnv(k, v)
+	}
+	return mc
 }

@@ -7,12 +7,22 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
+	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/sdk"
 )
+
+// GC is what the gc tool returns.
+type GC struct {
+	Percent     int    `json:"percent"`
+	MemoryLimit string `json:"memoryLimit"` // in bytes; a string, as the host decodes numbers into float64
+	Env         string `json:"env"`
+}
 
 // Result is what every tool returns.
 type Result struct {
@@ -94,6 +104,13 @@ func main() {
 	sdk.Tool("log", "log", func(ctx context.Context, in Text) (Result, error) {
 		sdk.Log(plugin.LogWarn, in.Text)
 		return result("logged", nil)
+	})
+	// gc reports the garbage collector's settings as the guest's runtime took them from
+	// its environment, and the environment variable the input names.
+	sdk.Tool("gc", "the runtime's GC percent and memory limit", func(ctx context.Context, in Text) (GC, error) {
+		percent := debug.SetGCPercent(100)
+		debug.SetGCPercent(percent)
+		return GC{Percent: percent, MemoryLimit: strconv.FormatInt(debug.SetMemoryLimit(-1), 10), Env: os.Getenv(in.Text)}, nil
 	})
 	// noop and raw_length are for the guest benchmarks: the least a call costs, and
 	// the least a call costs that receives its input without decoding it.
