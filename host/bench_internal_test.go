@@ -209,3 +209,23 @@ func takeTurns(b *testing.B, variants int, run func(v int) time.Duration) []time
 	}
 	return spent
 }
+
+// firstCalls makes a new instance of p, calls it n times with a terrarium_call_tool
+// input, closes it, and returns the time all that took: the cost of an instance's
+// first calls, while a Go guest's heap grows.
+func firstCalls(b *testing.B, p *Plugin, n int, input []byte) time.Duration {
+	ctx := context.Background()
+	start := time.Now()
+	inst, err := p.module.Instantiate(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer inst.Close(ctx)
+	bound := context.WithValue(ctx, bindingKey{}, &binding{plugin: p})
+	for range n {
+		if _, err := inst.Call(bound, plugin.ExportCallTool, input); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start)
+}

@@ -227,13 +227,7 @@ func BenchmarkEngines(b *testing.B) {
 				}
 				tools = append(tools, tool)
 			}
-			spent := host.TakeTurns(b, len(tools), func(v int) time.Duration {
-				start := time.Now()
-				if _, err := tools[v].Run(ctx, c.input); err != nil {
-					b.Fatal(err)
-				}
-				return time.Since(start)
-			})
+			spent := runInTurns(b, tools, c.input)
 			n := float64(b.N)
 			b.ReportMetric(float64(spent[0].Nanoseconds())/n/1e3, "µs/go")
 			b.ReportMetric(float64(spent[1].Nanoseconds())/n/1e3, "µs/native-engine")
@@ -284,4 +278,16 @@ func BenchmarkLoadSeveral(b *testing.B) {
 	b.ReportMetric(float64(spent[0].Milliseconds())/n, "ms/one-by-one")
 	b.ReportMetric(float64(spent[1].Milliseconds())/n, "ms/load-all")
 	b.ReportMetric(float64(spent[0])/float64(spent[1]), "one-by-one/load-all")
+}
+
+// runInTurns runs the tools with input in turn (host.TakeTurns), and returns the time
+// spent in each.
+func runInTurns(b *testing.B, tools []agent.Tool, input any) []time.Duration {
+	return host.TakeTurns(b, len(tools), func(v int) time.Duration {
+		start := time.Now()
+		if _, err := tools[v].Run(context.Background(), input); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	})
 }

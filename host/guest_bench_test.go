@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
@@ -56,7 +55,6 @@ func BenchmarkGuestBaseline(b *testing.B) {
 	if dir == "" {
 		b.Skip("TERRARIUM_BASELINE_WASM names no directory of baseline plugins")
 	}
-	ctx := context.Background()
 	for _, c := range guestCases {
 		b.Run(c.name, func(b *testing.B) {
 			old, err := os.ReadFile(filepath.Join(dir, filepath.Base(c.dir)+".wasm"))
@@ -64,13 +62,7 @@ func BenchmarkGuestBaseline(b *testing.B) {
 				b.Fatal(err)
 			}
 			tools := []agent.Tool{loadGuestTool(b, old, c.tool), loadGuestTool(b, benchWasm(b, c.dir), c.tool)}
-			spent := host.TakeTurns(b, len(tools), func(v int) time.Duration {
-				start := time.Now()
-				if _, err := tools[v].Run(ctx, c.input); err != nil {
-					b.Fatal(err)
-				}
-				return time.Since(start)
-			})
+			spent := runInTurns(b, tools, c.input)
 			n := float64(b.N)
 			b.ReportMetric(float64(spent[0].Nanoseconds())/n/1e3, "µs/before")
 			b.ReportMetric(float64(spent[1].Nanoseconds())/n/1e3, "µs/after")

@@ -49,19 +49,7 @@ func BenchmarkGuestGC(b *testing.B) {
 	b.Run("first-1000-calls/calc", func(b *testing.B) {
 		ps := plugins(b)
 		reportGC(b, takeTurns(b, len(ps), func(v int) time.Duration {
-			start := time.Now()
-			inst, err := ps[v].module.Instantiate(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer inst.Close(ctx)
-			bound := context.WithValue(ctx, bindingKey{}, &binding{plugin: ps[v]})
-			for range 1000 {
-				if _, err := inst.Call(bound, plugin.ExportCallTool, input); err != nil {
-					b.Fatal(err)
-				}
-			}
-			return time.Since(start)
+			return firstCalls(b, ps[v], 1000, input)
 		}), 1000)
 	})
 	b.Run("calls/calc", func(b *testing.B) {

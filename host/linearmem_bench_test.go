@@ -67,19 +67,7 @@ func BenchmarkLinearMemory(b *testing.B) {
 		}
 		input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
 		report(b, variantNames, takeTurns(b, 2, func(v int) time.Duration {
-			start := time.Now()
-			inst, err := ps[v].module.Instantiate(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer inst.Close(ctx)
-			bound := context.WithValue(ctx, bindingKey{}, &binding{plugin: ps[v]})
-			for range 1000 {
-				if _, err := inst.Call(bound, plugin.ExportCallTool, input); err != nil {
-					b.Fatal(err)
-				}
-			}
-			return time.Since(start)
+			return firstCalls(b, ps[v], 1000, input)
 		}))
 	})
 	for _, v := range memoryVariants {
