@@ -18,9 +18,19 @@ import (
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
+// loadForBench loads the calculator plugin with manifest m into a new host made with
+// opts.
 func loadForBench(b *testing.B, m Manifest, opts ...Option) *Plugin {
 	b.Helper()
-	path, err := pluginbuild.Build(context.Background(), "../plugins/calculator")
+	p, _ := benchPlugin(b, "../plugins/calculator", m, opts...)
+	return p
+}
+
+// benchPlugin loads the plugin of dir with manifest m into a new host made with opts,
+// and returns it and the host's registry.
+func benchPlugin(b *testing.B, dir string, m Manifest, opts ...Option) (*Plugin, *agent.Registry) {
+	b.Helper()
+	path, err := pluginbuild.Build(context.Background(), dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -28,7 +38,8 @@ func loadForBench(b *testing.B, m Manifest, opts ...Option) *Plugin {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := New(agent.NewRegistry(), append([]Option{WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	r := agent.NewRegistry()
+	h, err := New(r, append([]Option{WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,7 +48,7 @@ func loadForBench(b *testing.B, m Manifest, opts ...Option) *Plugin {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return p
+	return p, r
 }
 
 // BenchmarkInstanceCheckout measures taking a warm instance from the pool and giving

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
-	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
 // memoryVariants are the native engine with its linear memories reserved as address
@@ -124,37 +122,12 @@ func report(b *testing.B, names [2]string, spent []time.Duration) {
 // benchTool loads the plugin of dir on eng, n instances at most, and returns its tool.
 func benchTool(b *testing.B, eng nativeEngine, dir, name string, n int) agent.Tool {
 	b.Helper()
-	_, r := benchPlugin(b, eng, dir, Manifest{MemoryPages: 1024, MaxInstances: n})
+	_, r := benchPlugin(b, dir, Manifest{MemoryPages: 1024, MaxInstances: n}, WithEngine(eng))
 	tool, err := r.LookupTool(name)
 	if err != nil {
 		b.Fatal(err)
 	}
 	return tool
-}
-
-// benchPlugin loads the plugin of dir on eng with manifest m into a new host, and
-// returns it and the host's registry.
-func benchPlugin(b *testing.B, eng nativeEngine, dir string, m Manifest) (*Plugin, *agent.Registry) {
-	b.Helper()
-	path, err := pluginbuild.Build(context.Background(), dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := agent.NewRegistry()
-	h, err := New(r, WithEngine(eng), WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { h.Close(context.Background()) })
-	p, err := h.Load(context.Background(), data, m)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return p, r
 }
 
 // warmMemory reports what one more warm calculator instance on eng with manifest m

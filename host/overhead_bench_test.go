@@ -28,7 +28,7 @@ func BenchmarkHostOverhead(b *testing.B) {
 	ctx := context.Background()
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			p, r := benchPlugin(b, nativeEngine{}, c.dir, Manifest{MemoryPages: 1024, MaxInstances: 1})
+			p, r := benchPlugin(b, c.dir, Manifest{MemoryPages: 1024, MaxInstances: 1})
 			tool, err := r.LookupTool(p.Name() + "/" + c.tool)
 			if err != nil {
 				b.Fatal(err)
