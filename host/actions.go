@@ -80,7 +80,9 @@ func (t *pluginTool) Run(ctx context.Context, input any) (any, error) {
 	if md, resumed := agent.Resumed(ctx); resumed {
 		ti.Resumed = md
 	}
-	in, err := json.Marshal(ti)
+	buf := newInputBuffer()
+	defer buf.release()
+	in, err := buf.encode(ti)
 	if err != nil {
 		return nil, fmt.Errorf("host: encoding the input of %s: %w", t.Name(), err)
 	}
@@ -117,7 +119,9 @@ func (h *pluginHandler) Desc() agent.ActionDesc {
 func (h *pluginHandler) Handle(ctx context.Context, in *abi.HandlerInput) (*abi.Directive, error) {
 	hin := *in
 	hin.Handler = h.local
-	data, err := json.Marshal(&hin)
+	buf := newInputBuffer()
+	defer buf.release()
+	data, err := buf.encode(&hin)
 	if err != nil {
 		return nil, fmt.Errorf("host: encoding the input of %s: %w", h.Name(), err)
 	}

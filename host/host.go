@@ -460,7 +460,7 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 	}
 	p.module, p.release = mod, release
 	p.desc.Name = "(loading)"
-	p.pool = newPool(m.MaxInstances, func(ctx context.Context) (instance, error) {
+	p.pool = newPool(m.MaxInstances, m.QueueTimeout.Duration, func(ctx context.Context) (instance, error) {
 		inst, _, err := p.start(ctx)
 		return inst, err
 	})
@@ -675,14 +675,11 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 		defer func() { leave(ran) }()
 	}
 	c := p.claim(ctx, b)
-	wait := p.manifest.QueueTimeout.Duration
-	wctx, cancel := context.WithTimeoutCause(ctx, wait, fmt.Errorf("%w within %v", ErrNoInstance, wait))
-	e, err := p.pool.get(wctx, c)
-	cancel()
+	e, err := p.pool.get(ctx, c)
 	if err != nil {
 		return nil, cerr(err)
 	}
-	ctx, cancel = context.WithTimeoutCause(context.WithValue(ctx, bindingKey{}, b), p.manifest.Timeout.Duration, errTimedOut)
+	ctx, cancel := context.WithTimeoutCause(context.WithValue(ctx, bindingKey{}, b), p.manifest.Timeout.Duration, errTimedOut)
 	defer cancel()
 	b.ctx = ctx
 	guest, endGuest := guestContext(ctx, b)
@@ -691,8 +688,7 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	out, err := e.inst.Call(guest, export, input)
 	ran = time.Since(start)
 	b.closeHTTP()
-	var pe *pluginError
-	reported := errors.As(err, &pe)
+	pe, reported := errors.AsType[*pluginError](err)
 	p.pool.put(e, c, err != nil && !reported)
 	p.logs.reportDropped(p.host.log, p.desc.Name)
 	timedOut := errors.Is(context.Cause(ctx), errTimedOut)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // pool keeps the instances of one plugin, as loaded by one host or tenant view, and
@@ -24,6 +25,7 @@ import (
 type pool struct {
 	start func(ctx context.Context) (instance, error)
 	max   int
+	wait  time.Duration // how long a call may wait for an instance: past it, ErrNoInstance
 
 	ctx    context.Context // ends when the pool is closed, and with it instances being made
 	cancel context.CancelFunc
@@ -34,6 +36,7 @@ type pool struct {
 	live    int           // instances idle, busy or being made
 	idle    []*pooled     // least recently used first
 	changed chan struct{} // closed, and replaced, whenever idle gains an instance or live shrinks
+	watched bool          // a caller waits on changed: only then is it worth replacing
 }
 
 // pooled is an instance with what the pool knows of its past.
@@ -67,14 +70,14 @@ func (c claim) serves(e *pooled) bool {
 
 var errPoolClosed = errors.New("plugin unloaded")
 
-func newPool(size int, start func(ctx context.Context) (instance, error)) *pool {
+func newPool(size int, wait time.Duration, start func(ctx context.Context) (instance, error)) *pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &pool{start: start, max: size, ctx: ctx, cancel: cancel, changed: make(chan struct{})}
+	return &pool{start: start, max: size, wait: wait, ctx: ctx, cancel: cancel, changed: make(chan struct{})}
 }
 
 // get returns an idle instance that may serve c, or waits for one: one returned by
-// another call, or a new one if the pool has room. Waiting ends with ctx. Every
-// instance get returns must be given back with put.
+// another call, or a new one if the pool has room. Waiting ends with ctx, or after
+// p.wait with ErrNoInstance. Every instance get returns must be given back with put.
 func (p *pool) get(ctx context.Context, c claim) (*pooled, error) {
 	p.mu.Lock()
 	if p.closed {
@@ -83,15 +86,16 @@ func (p *pool) get(ctx context.Context, c claim) (*pooled, error) {
 	}
 	p.busy.Add(1)
 	p.mu.Unlock()
-	e, err := p.wait(ctx, c)
+	e, err := p.await(ctx, c)
 	if err != nil {
 		p.busy.Done()
 	}
 	return e, err
 }
 
-func (p *pool) wait(ctx context.Context, c claim) (*pooled, error) {
+func (p *pool) await(ctx context.Context, c claim) (*pooled, error) {
 	var made <-chan error // the instance this caller asked for, while it is being made
+	waiting := false      // ctx is bounded by p.wait
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -113,7 +117,16 @@ func (p *pool) wait(ctx context.Context, c claim) (*pooled, error) {
 			}
 		}
 		changed := p.changed
+		p.watched = true
 		p.mu.Unlock()
+		if !waiting {
+			// Bounded only now that the caller must wait: most calls find an idle
+			// instance at once, and a timer for each would be garbage.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeoutCause(ctx, p.wait, fmt.Errorf("%w within %v", ErrNoInstance, p.wait))
+			defer cancel()
+			waiting = true
+		}
 		select {
 		case <-changed:
 		case err := <-made:
@@ -236,8 +249,12 @@ func (p *pool) free() {
 
 // notify wakes every waiting caller; the caller holds p.mu.
 func (p *pool) notify() {
+	if !p.watched {
+		return // nobody to wake: keep the channel rather than make garbage of it
+	}
 	close(p.changed)
 	p.changed = make(chan struct{})
+	p.watched = false
 }
 
 // warm adds an instance the caller already made (the one that answered describe): a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // fakeInstance is an instance that counts its resets, and can or cannot reset.
@@ -32,7 +33,7 @@ func (f *fakeInstance) Reset(context.Context) error {
 func TestPoolEvictsOtherSessionsInstances(t *testing.T) {
 	for _, canReset := range []bool{true, false} {
 		var made atomic.Int32
-		p := newPool(1, func(context.Context) (instance, error) {
+		p := newPool(1, time.Minute, func(context.Context) (instance, error) {
 			made.Add(1)
 			return &fakeInstance{canReset: canReset}, nil
 		})
@@ -72,7 +73,7 @@ func TestPoolEvictsOtherSessionsInstances(t *testing.T) {
 // A pooled call takes a used instance over a fresh one, which it leaves to the
 // isolated calls that need one.
 func TestPoolKeepsFreshInstancesForIsolatedCalls(t *testing.T) {
-	p := newPool(2, func(context.Context) (instance, error) { return &fakeInstance{}, nil })
+	p := newPool(2, time.Minute, func(context.Context) (instance, error) { return &fakeInstance{}, nil })
 	ctx := context.Background()
 	used, _ := p.get(ctx, claim{})
 	p.put(used, claim{}, false)
@@ -88,5 +89,28 @@ func TestPoolKeepsFreshInstancesForIsolatedCalls(t *testing.T) {
 	}
 	p.put(isolated, claim{isolated: true, session: "s"}, false)
 	p.put(pooled, claim{}, false)
+	p.close(ctx)
+}
+
+// Taking an idle instance and giving it back makes no garbage: no timer for the queue
+// wait (nobody waits), no new channel to wake nobody.
+func TestPoolCheckoutAllocatesNothing(t *testing.T) {
+	p := newPool(1, time.Minute, func(context.Context) (instance, error) { return &fakeInstance{}, nil })
+	ctx := context.Background()
+	e, err := p.get(ctx, claim{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.put(e, claim{}, false)
+	allocs := testing.AllocsPerRun(100, func() {
+		e, err := p.get(ctx, claim{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.put(e, claim{}, false)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per checkout, want 0", allocs)
+	}
 	p.close(ctx)
 }

@@ -77,7 +77,8 @@ type Instance interface {
 	// Call runs an export. A *PluginError is an error the plugin reported (the
 	// instance is fine); any other error means the instance is no longer usable,
 	// whatever the cause: a trap, an exit (even with code 0), the end of ctx. The call
-	// ends with ctx, even while the guest sleeps or waits in a WASI function.
+	// ends with ctx, even while the guest sleeps or waits in a WASI function. Call
+	// keeps nothing of input once it returns: the host reuses the buffer.
 	Call(ctx context.Context, export string, input []byte) ([]byte, error)
 	// Reset returns the instance to its state after its first call (its memory and
 	// globals as they were then), forgetting every call since. It fails with
