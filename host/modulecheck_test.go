@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -58,6 +59,31 @@ func TestCheckModule(t *testing.T) {
 		append(append([]byte{}, good[:8]...), 2, 0x80, 0x80, 0x80, 0x80, 0x10)} {
 		if err := host.CheckModule(bad); !errors.Is(err, host.ErrNotAPlugin) {
 			t.Errorf("CheckModule(%q) = %v, want ErrNotAPlugin", bad, err)
+		}
+	}
+}
+
+// A module importing a table or a global, which no host provides, is refused at load
+// naming the import, where an engine would fail it only when instantiating it.
+func TestCheckModuleRefusesOtherImports(t *testing.T) {
+	good := wasmtest.Module(nil, []string{"terrarium_describe"})
+	noImports := []byte{0x7f, 2, 1, 0} // the type section's end, then the import section: one byte, no import
+	if bytes.Count(good, noImports) != 1 {
+		t.Fatalf("the module's import section is not where the test expects it: % x", good)
+	}
+	for _, c := range []struct {
+		kind  string
+		entry []byte // the import's kind and type
+		says  string
+	}{
+		{"table", []byte{1, 0x70, 0, 0}, "a table (env.t)"},
+		{"global", []byte{3, 0x7f, 0}, "a global (env.t)"},
+	} {
+		entry := append([]byte{1, 3, 'e', 'n', 'v', 1, 't'}, c.entry...)
+		section := append([]byte{0x7f, 2, byte(len(entry))}, entry...)
+		err := host.CheckModule(bytes.Replace(good, noImports, section, 1))
+		if !errors.Is(err, host.ErrNotAPlugin) || !strings.Contains(err.Error(), "it imports "+c.says+", which no host provides") {
+			t.Errorf("a module importing a %s: %v, want ErrNotAPlugin naming it", c.kind, err)
 		}
 	}
 }
