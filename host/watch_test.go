@@ -24,17 +24,10 @@ func write(t *testing.T, path string, data []byte) {
 	}
 }
 
-// poll polls w and returns what it reloaded.
-func poll(t *testing.T, w *host.DirWatch) []host.Reloaded {
+// watchBare loads version 1 of the bare plugin from a new directory, and watches the
+// directory; it returns the host, the watch and the plugin's module file.
+func watchBare(t *testing.T) (*host.Host, *host.DirWatch, string) {
 	t.Helper()
-	done, err := w.Poll(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return done
-}
-
-func TestDirWatchReloadsWhatChanged(t *testing.T) {
 	dir := t.TempDir()
 	module := filepath.Join(dir, "bare.wasm")
 	write(t, module, bare("bare", "1"))
@@ -46,6 +39,22 @@ func TestDirWatchReloadsWhatChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h, w, module
+}
+
+// poll polls w and returns what it reloaded.
+func poll(t *testing.T, w *host.DirWatch) []host.Reloaded {
+	t.Helper()
+	done, err := w.Poll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return done
+}
+
+func TestDirWatchReloadsWhatChanged(t *testing.T) {
+	h, w, module := watchBare(t)
+	dir := filepath.Dir(module)
 	version := func() string { return h.Plugin("bare").Descriptor().Version }
 	if done := poll(t, w); len(done) != 0 {
 		t.Fatalf("nothing changed, yet: %+v", done)
@@ -88,17 +97,7 @@ func TestDirWatchReloadsWhatChanged(t *testing.T) {
 
 // Run polls on its own, and tells report what it reloaded.
 func TestDirWatchRun(t *testing.T) {
-	dir := t.TempDir()
-	module := filepath.Join(dir, "bare.wasm")
-	write(t, module, bare("bare", "1"))
-	h, _ := newHost(t)
-	if _, err := h.LoadDir(context.Background(), dir); err != nil {
-		t.Fatal(err)
-	}
-	w, err := h.WatchDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, w, module := watchBare(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	reloads := make(chan host.Reloaded)
 	ended := make(chan struct{})
