@@ -53,32 +53,14 @@ func (s *served) turnStatus(session, text string) (status int, answer string, er
 		return 0, "", err
 	}
 	defer resp.Body.Close()
-	var out struct {
-		Code   string `json:"code"`
-		Chunks []struct {
-			Chunk *struct {
-				Role    string `json:"role"`
-				Content []struct {
-					Text string `json:"text"`
-				} `json:"content"`
-			} `json:"chunk"`
-		} `json:"chunks"`
-	}
+	var out turnAnswer
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return resp.StatusCode, "", err
 	}
 	if resp.StatusCode != http.StatusOK {
 		return resp.StatusCode, out.Code, nil
 	}
-	var b strings.Builder
-	for _, c := range out.Chunks {
-		if c.Chunk != nil && c.Chunk.Role == "model" {
-			for _, p := range c.Chunk.Content {
-				b.WriteString(p.Text)
-			}
-		}
-	}
-	return resp.StatusCode, b.String(), nil
+	return resp.StatusCode, out.modelText(), nil
 }
 
 // userTexts returns the user messages of the session's latest snapshot, in order.

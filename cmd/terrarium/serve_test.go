@@ -144,38 +144,55 @@ func (s *served) call(t *testing.T, method, path, body string, out any) int {
 	return resp.StatusCode
 }
 
-// turnText runs a turn and returns the model's text.
-func (s *served) turnText(t *testing.T, agent, session, text string) string {
-	t.Helper()
-	var out struct {
-		Chunks []struct {
-			Chunk *struct {
-				Role    string `json:"role"`
-				Content []struct {
-					Text string `json:"text"`
-				} `json:"content"`
-			} `json:"chunk"`
-			SnapshotCreated string `json:"snapshotCreated"`
-		} `json:"chunks"`
-	}
-	body, _ := json.Marshal(map[string]string{"text": text})
-	if code := s.call(t, "POST", "/api/agents/"+agent+"/sessions/"+session+"/turns", string(body), &out); code != 200 {
-		t.Fatalf("turn %q: status %d", text, code)
-	}
+// turnAnswer is the JSON answer to a turn: its chunks, or the error's code.
+type turnAnswer struct {
+	Code   string `json:"code"`
+	Chunks []struct {
+		Chunk *struct {
+			Role    string `json:"role"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"chunk"`
+		SnapshotCreated string `json:"snapshotCreated"`
+	} `json:"chunks"`
+}
+
+// modelText joins the text of the model's chunks.
+func (a *turnAnswer) modelText() string {
 	var b strings.Builder
-	snapshot := false
-	for _, c := range out.Chunks {
+	for _, c := range a.Chunks {
 		if c.Chunk != nil && c.Chunk.Role == "model" {
 			for _, p := range c.Chunk.Content {
 				b.WriteString(p.Text)
 			}
 		}
-		snapshot = snapshot || c.SnapshotCreated != ""
-	}
-	if !snapshot {
-		t.Fatalf("turn %q was not snapshotted", text)
 	}
 	return b.String()
+}
+
+// snapshotted reports whether the turn's answer says a snapshot was made.
+func (a *turnAnswer) snapshotted() bool {
+	for _, c := range a.Chunks {
+		if c.SnapshotCreated != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// turnText runs a turn and returns the model's text.
+func (s *served) turnText(t *testing.T, agent, session, text string) string {
+	t.Helper()
+	var out turnAnswer
+	body, _ := json.Marshal(map[string]string{"text": text})
+	if code := s.call(t, "POST", "/api/agents/"+agent+"/sessions/"+session+"/turns", string(body), &out); code != 200 {
+		t.Fatalf("turn %q: status %d", text, code)
+	}
+	if !out.snapshotted() {
+		t.Fatalf("turn %q was not snapshotted", text)
+	}
+	return out.modelText()
 }
 
 const exampleDeployment = "../../examples/deploy"
