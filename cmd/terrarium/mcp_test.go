@@ -70,13 +70,7 @@ func TestMCPCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var names []string
-		for tl, err := range cs.Tools(t.Context(), nil) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			names = append(names, tl.Name)
-		}
+		names := toolNames(t, cs)
 		if !slices.Equal(names, c.tools) {
 			t.Errorf("terrarium %v serves %v, want %v", c.args, names, c.tools)
 		}
@@ -302,4 +296,17 @@ func BenchmarkMCPToolCall(b *testing.B) {
 	bench("mcp-stdio", connect(mcp.ServerConfig{Name: "t", Command: binary(b), Args: []string{"mcp", "--tool", "calculator/calc", dir},
 		Allow: []string{"calculator_calc"}}))
 	bench("mcp-http", connect(mcp.ServerConfig{Name: "t", URL: ts.URL, Allow: []string{"calculator_calc"}}))
+}
+
+// toolNames lists the names of the tools an MCP session offers.
+func toolNames(t *testing.T, cs *mcpsdk.ClientSession) []string {
+	t.Helper()
+	var names []string
+	for tl, err := range cs.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tl.Name)
+	}
+	return names
 }

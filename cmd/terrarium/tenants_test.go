@@ -126,13 +126,7 @@ func TestTenantMCP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var names []string
-		for tl, err := range cs.Tools(t.Context(), nil) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			names = append(names, tl.Name)
-		}
+		names := toolNames(t, cs)
 		if !slices.Equal(names, want) {
 			t.Errorf("%s's key lists %v, want %v", key[:14], names, want)
 		}
