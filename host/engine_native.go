@@ -86,7 +86,7 @@ func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.Modul
 		return fail(err)
 	}
 	m.globals = prepared.GlobalExports
-	m.data = newDataImage(prepared.Data, !e.copyData)
+	m.data = newDataImage(prepared.Data, !e.copyData && !e.goHeapMemory)
 	return m, nil
 }
 
