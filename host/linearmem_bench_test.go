@@ -107,9 +107,71 @@ func BenchmarkLinearMemory(b *testing.B) {
 			resets[v]()
 			return time.Since(start)
 		}))
-		kept := len(bytes.Join(insts[0].snapshot.pages, nil))
-		b.ReportMetric(float64(kept)/(1<<20), "MiB-kept/snapshot")
+		b.ReportMetric(float64(insts[0].snapshot.own)/(1<<20), "MiB-kept/snapshot")
 		b.ReportMetric(float64(len(whole))/(1<<20), "MiB-whole/snapshot")
+	})
+}
+
+// BenchmarkSharedData compares a module's data mapped into its instances' memories
+// copy-on-write from one file (the default on linux) with the data copied into each
+// instance's memory (as wazero copies data segments), side by side: tool calls on a
+// warm instance, the first thousand calc calls of a new instance, and a reset after a
+// call. warm-instance/reserved and warm-instance/reserved-data-copied of
+// BenchmarkLinearMemory compare their memory.
+func BenchmarkSharedData(b *testing.B) {
+	ctx := context.Background()
+	variants := [2]nativeEngine{{}, {copyData: true}}
+	names := [2]string{"mapped", "copied"}
+	calls := []struct {
+		name, dir, tool string
+		input           map[string]any
+	}{
+		{"calc", "../plugins/calculator", "calculator/calc", map[string]any{"expression": "(1.5 + 2) * -3 / 7"}},
+		{"log-1KiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<10)}},
+	}
+	for _, c := range calls {
+		b.Run("call/"+c.name, func(b *testing.B) {
+			var tools []agent.Tool
+			for _, eng := range variants {
+				tools = append(tools, benchTool(b, eng, c.dir, c.tool, 1))
+			}
+			report(b, names, takeTurns(b, 2, func(v int) time.Duration {
+				start := time.Now()
+				if _, err := tools[v].Run(ctx, c.input); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			}))
+		})
+	}
+	b.Run("first-1000-calls/calc", func(b *testing.B) {
+		var ps []*Plugin
+		for _, eng := range variants {
+			ps = append(ps, loadForBench(b, Manifest{MemoryPages: 1024}, WithEngine(eng)))
+		}
+		input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
+		report(b, names, takeTurns(b, 2, func(v int) time.Duration {
+			return firstCalls(b, ps[v], 1000, input)
+		}))
+	})
+	b.Run("reset", func(b *testing.B) {
+		var insts []*nativeInstance
+		var ctxs []context.Context
+		for _, eng := range variants {
+			inst, ctx := newInstanceOn(b, eng, "../plugins/calculator", true, nil)
+			insts, ctxs = append(insts, inst), append(ctxs, ctx)
+		}
+		input := []byte(`{"tool":"calc","input":{"expression":"6 * 7"}}`)
+		report(b, names, takeTurns(b, 2, func(v int) time.Duration {
+			if _, err := insts[v].Call(ctxs[v], plugin.ExportCallTool, input); err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			if err := insts[v].Reset(ctxs[v]); err != nil {
+				b.Fatal(err)
+			}
+			return time.Since(start)
+		}))
 	})
 }
 

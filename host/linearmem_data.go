@@ -3,6 +3,7 @@ package host
 import (
 	"fmt"
 	"os"
+	"runtime"
 )
 
 // dataImage is the initial contents of a module's memory (instrument.Data), which the
@@ -13,9 +14,12 @@ import (
 // reads are the file's, resident once for every instance of the module. Elsewhere it
 // is copied into each memory, as wazero would have copied the segments.
 type dataImage struct {
-	bytes []byte   // the contents, nil where file holds them
-	file  *os.File // a memfd holding the contents, its length rounded up to whole pages
-	size  int      // the length of the contents
+	file *os.File // a memfd holding the contents, or nil
+	// view is the contents followed by zeros to a whole number of pages: the file
+	// mapped shared and read-only (the same pages as the instances'), or a Go slice.
+	// Snapshots refer to its pages rather than copy them.
+	view []byte
+	size int // the length of the contents
 }
 
 // newDataImage returns the image of data, in a memory file if share and the system
@@ -25,11 +29,14 @@ func newDataImage(data []byte, share bool) *dataImage {
 		return nil
 	}
 	if share {
-		if f, err := memfd(data); err == nil {
-			return &dataImage{file: f, size: len(data)}
+		if f, view, err := memfd(data); err == nil {
+			return &dataImage{file: f, view: view, size: len(data)}
 		}
 	}
-	return &dataImage{bytes: data, size: len(data)}
+	page := os.Getpagesize()
+	view := make([]byte, (len(data)+page-1)/page*page)
+	copy(view, data)
+	return &dataImage{view: view, size: len(data)}
 }
 
 // fill copies the image to the start of mem.
@@ -37,18 +44,21 @@ func (d *dataImage) fill(mem []byte) error {
 	if len(mem) < d.size {
 		return fmt.Errorf("the module's data (%d bytes) exceeds its memory (%d bytes)", d.size, len(mem))
 	}
-	if d.file == nil {
-		copy(mem, d.bytes)
-		return nil
-	}
-	// ReadAt fails, rather than reading another file, once the module has closed it.
-	if _, err := d.file.ReadAt(mem[:d.size], 0); err != nil {
-		return fmt.Errorf("reading the module's data: %w", err)
-	}
+	copy(mem, d.view[:d.size])
+	runtime.KeepAlive(d) // its cleanup unmaps view
 	return nil
 }
 
-// close releases the file; memories mapping it keep their pages.
+// pages returns the view, or nil if d is.
+func (d *dataImage) pages() []byte {
+	if d == nil {
+		return nil
+	}
+	return d.view
+}
+
+// close releases the file; the memories mapping it keep their pages, and the view
+// lasts as long as d.
 func (d *dataImage) close() error {
 	if d == nil || d.file == nil {
 		return nil

@@ -9,6 +9,6 @@ import (
 
 // memfd fails: only linux has files in memory to map. A module's data is copied into
 // each instance's memory instead.
-func memfd([]byte) (*os.File, error) {
-	return nil, errors.New("no memory files on this system")
+func memfd([]byte) (*os.File, []byte, error) {
+	return nil, nil, errors.New("no memory files on this system")
 }
