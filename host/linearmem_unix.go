@@ -41,7 +41,7 @@ func (a *arena) allocator(data *dataImage) experimental.MemoryAllocator {
 	if a == nil {
 		return nil
 	}
-	return experimental.MemoryAllocatorFunc(func(cap, max uint64) experimental.LinearMemory {
+	return experimental.MemoryAllocatorFunc(func(_, max uint64) experimental.LinearMemory {
 		return a.allocate(data, max)
 	})
 }

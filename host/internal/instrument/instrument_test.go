@@ -451,6 +451,31 @@ func FuzzRewrite(f *testing.F) {
 
 // BenchmarkRewrite measures rewriting a Go plugin (the calculator, about 5 MB).
 func BenchmarkRewrite(b *testing.B) {
+	wasm := calculator(b)
+	b.SetBytes(int64(len(wasm)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := instrument.Rewrite(wasm); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkData: what a module loaded from the cache of rewrites costs to get its data
+// back from the original.
+func BenchmarkData(b *testing.B) {
+	wasm := calculator(b)
+	b.SetBytes(int64(len(wasm)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := instrument.Data(wasm); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// calculator returns the calculator plugin, built.
+func calculator(b *testing.B) []byte {
 	path, err := pluginbuild.Build(context.Background(), "../../../plugins/calculator")
 	if err != nil {
 		b.Fatal(err)
@@ -459,11 +484,5 @@ func BenchmarkRewrite(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(int64(len(wasm)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := instrument.Rewrite(wasm); err != nil {
-			b.Fatal(err)
-		}
-	}
+	return wasm
 }
