@@ -71,6 +71,9 @@ func BenchmarkLinearMemory(b *testing.B) {
 	for _, v := range memoryVariants {
 		b.Run("warm-instance/"+v.name, func(b *testing.B) { warmMemory(b, v.engine, Manifest{}) })
 	}
+	b.Run("warm-instance/reserved-data-copied", func(b *testing.B) {
+		warmMemory(b, nativeEngine{copyData: true}, Manifest{})
+	})
 	b.Run("reset", func(b *testing.B) {
 		var insts []*nativeInstance
 		var ctxs []context.Context
@@ -104,9 +107,71 @@ func BenchmarkLinearMemory(b *testing.B) {
 			resets[v]()
 			return time.Since(start)
 		}))
-		kept := len(bytes.Join(insts[0].snapshot.pages, nil))
-		b.ReportMetric(float64(kept)/(1<<20), "MiB-kept/snapshot")
+		b.ReportMetric(float64(insts[0].snapshot.own)/(1<<20), "MiB-kept/snapshot")
 		b.ReportMetric(float64(len(whole))/(1<<20), "MiB-whole/snapshot")
+	})
+}
+
+// BenchmarkSharedData compares a module's data mapped into its instances' memories
+// copy-on-write from one file (the default on linux) with the data copied into each
+// instance's memory (as wazero copies data segments), side by side: tool calls on a
+// warm instance, the first thousand calc calls of a new instance, and a reset after a
+// call. warm-instance/reserved and warm-instance/reserved-data-copied of
+// BenchmarkLinearMemory compare their memory.
+func BenchmarkSharedData(b *testing.B) {
+	ctx := context.Background()
+	variants := [2]nativeEngine{{}, {copyData: true}}
+	names := [2]string{"mapped", "copied"}
+	calls := []struct {
+		name, dir, tool string
+		input           map[string]any
+	}{
+		{"calc", "../plugins/calculator", "calculator/calc", map[string]any{"expression": "(1.5 + 2) * -3 / 7"}},
+		{"log-1KiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<10)}},
+	}
+	for _, c := range calls {
+		b.Run("call/"+c.name, func(b *testing.B) {
+			var tools []agent.Tool
+			for _, eng := range variants {
+				tools = append(tools, benchTool(b, eng, c.dir, c.tool, 1))
+			}
+			report(b, names, takeTurns(b, 2, func(v int) time.Duration {
+				start := time.Now()
+				if _, err := tools[v].Run(ctx, c.input); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			}))
+		})
+	}
+	b.Run("first-1000-calls/calc", func(b *testing.B) {
+		var ps []*Plugin
+		for _, eng := range variants {
+			ps = append(ps, loadForBench(b, Manifest{MemoryPages: 1024}, WithEngine(eng)))
+		}
+		input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
+		report(b, names, takeTurns(b, 2, func(v int) time.Duration {
+			return firstCalls(b, ps[v], 1000, input)
+		}))
+	})
+	b.Run("reset", func(b *testing.B) {
+		var insts []*nativeInstance
+		var ctxs []context.Context
+		for _, eng := range variants {
+			inst, ctx := newInstanceOn(b, eng, "../plugins/calculator", true, nil)
+			insts, ctxs = append(insts, inst), append(ctxs, ctx)
+		}
+		input := []byte(`{"tool":"calc","input":{"expression":"6 * 7"}}`)
+		report(b, names, takeTurns(b, 2, func(v int) time.Duration {
+			if _, err := insts[v].Call(ctxs[v], plugin.ExportCallTool, input); err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			if err := insts[v].Reset(ctxs[v]); err != nil {
+				b.Fatal(err)
+			}
+			return time.Since(start)
+		}))
 	})
 }
 
@@ -131,18 +196,22 @@ func benchTool(b *testing.B, eng nativeEngine, dir, name string, n int) agent.To
 }
 
 // warmMemory reports what one more warm calculator instance on eng with manifest m
-// costs, after a thousand calls (its Go heap grown): on the Go heap, and resident
-// (RSS, on linux), both after the collector has returned what it can to the system;
-// and the size of its guest's linear memory.
+// costs, after a thousand calls (its Go heap grown): on the Go heap; resident (RSS),
+// which counts a page shared by n instances n times; the process's proportional set
+// size (PSS), which counts it 1/n times in each; and private (pages no other mapping
+// shares), all after the collector has returned what it can to the system (linux
+// only but the heap); and the size of its guest's linear memory. It also reports the
+// data shared by the module's instances, mapped into each (once per module).
 func warmMemory(b *testing.B, eng nativeEngine, m Manifest) {
 	const n = 8
 	m.MaxInstances, m.MemoryPages = n, 1024
 	p := loadForBench(b, m, WithEngine(eng))
 	ctx := context.WithValue(context.Background(), bindingKey{}, &binding{plugin: p})
 	input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
-	var heap, rss, linear float64
+	var use memoryUse
+	var linear float64
 	for b.Loop() {
-		heapBefore, rssBefore := memoryInUse(b)
+		before := memoryInUse(b)
 		insts := make([]instance, n)
 		for i := range insts {
 			inst, err := p.module.Instantiate(ctx)
@@ -156,33 +225,63 @@ func warmMemory(b *testing.B, eng nativeEngine, m Manifest) {
 			}
 			insts[i] = inst
 		}
-		heapAfter, rssAfter := memoryInUse(b)
-		heap, rss = float64(heapAfter-heapBefore)/n, float64(rssAfter-rssBefore)/n
+		use = memoryInUse(b).minus(before)
 		linear = 0
 		for _, inst := range insts {
 			linear += float64(inst.(*nativeInstance).guest.Memory().Size()) / n
 			inst.Close(ctx)
 		}
 	}
-	b.ReportMetric(heap/(1<<20), "MiB-heap/instance")
-	b.ReportMetric(rss/(1<<20), "MiB-rss/instance")
+	for _, r := range []struct {
+		bytes int64
+		unit  string
+	}{{use.heap, "heap"}, {use.rss, "rss"}, {use.pss, "pss"}, {use.private, "private"}} {
+		b.ReportMetric(float64(r.bytes)/n/(1<<20), "MiB-"+r.unit+"/instance")
+	}
 	b.ReportMetric(linear/(1<<20), "MiB-linear/instance")
+	shared := 0.0
+	if d := p.module.(*nativeModule).data; d != nil && d.file != nil {
+		shared = float64(d.size) / (1 << 20)
+	}
+	b.ReportMetric(shared, "MiB-shared/module")
 }
 
-// memoryInUse returns the bytes of the Go heap in use and the process's resident
-// bytes (0 where /proc/self/statm is not), after a collection that returned to the
+// memoryUse is the memory of the process: the Go heap in use, and resident, PSS and
+// private bytes (0 where /proc/self/smaps_rollup is not).
+type memoryUse struct {
+	heap, rss, pss, private int64
+}
+
+func (u memoryUse) minus(v memoryUse) memoryUse {
+	return memoryUse{u.heap - v.heap, u.rss - v.rss, u.pss - v.pss, u.private - v.private}
+}
+
+// memoryInUse returns the process's memory after a collection that returned to the
 // system what it could.
-func memoryInUse(b *testing.B) (heap, rss int64) {
+func memoryInUse(b *testing.B) memoryUse {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	statm, err := os.ReadFile("/proc/self/statm")
+	u := memoryUse{heap: int64(ms.HeapInuse)}
+	rollup, err := os.ReadFile("/proc/self/smaps_rollup")
 	if err != nil {
-		return int64(ms.HeapInuse), 0
+		return u
 	}
-	var size, resident int64
-	if _, err := fmt.Fscan(bytes.NewReader(statm), &size, &resident); err != nil {
-		b.Fatal(err)
+	// Lines such as "Pss:   342 kB".
+	for line := range strings.Lines(string(rollup)) {
+		var field string
+		var kb int64
+		if _, err := fmt.Sscanf(line, "%s %d kB", &field, &kb); err != nil {
+			continue
+		}
+		switch field {
+		case "Rss:":
+			u.rss = kb << 10
+		case "Pss:":
+			u.pss = kb << 10
+		case "Private_Clean:", "Private_Dirty:":
+			u.private += kb << 10
+		}
 	}
-	return int64(ms.HeapInuse), resident * int64(os.Getpagesize())
+	return u
 }

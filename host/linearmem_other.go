@@ -10,7 +10,7 @@ type arena struct{}
 
 func newArena() *arena { return nil }
 
-func (*arena) allocator() experimental.MemoryAllocator { return nil }
+func (*arena) allocator(*dataImage) experimental.MemoryAllocator { return nil }
 
 func (*arena) enter() {}
 

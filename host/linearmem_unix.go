@@ -5,6 +5,7 @@ package host
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tetratelabs/wazero/experimental"
 	"golang.org/x/sys/unix"
@@ -34,12 +35,15 @@ type arena struct {
 func newArena() *arena { return &arena{} }
 
 // allocator returns what makes the arena's memories, for
-// experimental.WithMemoryAllocator; nil if a is.
-func (a *arena) allocator() experimental.MemoryAllocator {
+// experimental.WithMemoryAllocator; nil if a is. The memories it makes start with
+// data, if it is not nil.
+func (a *arena) allocator(data *dataImage) experimental.MemoryAllocator {
 	if a == nil {
 		return nil
 	}
-	return experimental.MemoryAllocatorFunc(a.allocate)
+	return experimental.MemoryAllocatorFunc(func(_, max uint64) experimental.LinearMemory {
+		return a.allocate(data, max)
+	})
 }
 
 // enter and leave bracket the use of the memories; a nil arena (memories on the Go
@@ -70,19 +74,46 @@ func (a *arena) leave() {
 // liveMappings counts the memories reserved and not yet unmapped, for the tests.
 var liveMappings atomic.Int64
 
-// allocate implements experimental.MemoryAllocator. max is the most the memory may
-// grow to (the module's maximum or the plugin's limit, whichever is less). If the
-// address space cannot be had, the memory is a Go slice as wazero would make it.
-func (a *arena) allocate(_, max uint64) experimental.LinearMemory {
+// allocate makes a memory starting with data (if not nil) that may grow to max bytes
+// (the module's maximum or the plugin's limit, whichever is less). If the address
+// space cannot be had, the memory is a Go slice as wazero would make it.
+func (a *arena) allocate(data *dataImage, max uint64) experimental.LinearMemory {
 	if max == 0 {
-		return &heapMemory{}
+		return &heapMemory{data: data}
 	}
 	region, err := unix.Mmap(-1, 0, int(max), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
 	if err != nil {
-		return &heapMemory{max: max}
+		return &heapMemory{max: max, data: data}
 	}
 	liveMappings.Add(1)
-	return &mapping{arena: a, region: region}
+	m := &mapping{arena: a, region: region, data: data}
+	if data != nil && mapData(region, data) {
+		m.data = nil
+	}
+	return m
+}
+
+// mapData maps the file of data over the start of region, copy-on-write and
+// inaccessible until Reallocate makes it readable, and reports whether it did.
+func mapData(region []byte, data *dataImage) bool {
+	if data.file == nil {
+		return false
+	}
+	st, err := data.file.Stat()
+	if err != nil || st.Size() > int64(len(region)) {
+		return false
+	}
+	conn, err := data.file.SyscallConn()
+	if err != nil {
+		return false
+	}
+	// Control holds the file open: the module closing it cannot slip another file
+	// under the descriptor.
+	var mapErr error
+	err = conn.Control(func(fd uintptr) {
+		_, mapErr = unix.MmapPtr(int(fd), 0, unsafe.Pointer(&region[0]), uintptr(st.Size()), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_FIXED)
+	})
+	return err == nil && mapErr == nil
 }
 
 // mapping is a linear memory in a region of address space reserved whole, readable
@@ -91,6 +122,7 @@ type mapping struct {
 	arena     *arena
 	region    []byte
 	committed int
+	data      *dataImage // to copy in at the first Reallocate; nil if mapped, or none
 }
 
 // Reallocate implements experimental.LinearMemory: it returns the first size bytes
@@ -106,6 +138,12 @@ func (m *mapping) Reallocate(size uint64) []byte {
 			return nil
 		}
 		m.committed = n
+	}
+	if m.data != nil {
+		if m.data.fill(m.region[:size]) != nil {
+			return nil
+		}
+		m.data = nil
 	}
 	return m.region[:size:size]
 }
@@ -132,8 +170,9 @@ func (m *mapping) unmap() {
 
 // heapMemory is a linear memory on the Go heap, the arena's fallback.
 type heapMemory struct {
-	buf []byte
-	max uint64
+	buf  []byte
+	max  uint64
+	data *dataImage // to copy in at the first Reallocate, or nil
 }
 
 func (m *heapMemory) Reallocate(size uint64) []byte {
@@ -142,6 +181,12 @@ func (m *heapMemory) Reallocate(size uint64) []byte {
 	}
 	if n := int(size); n > len(m.buf) {
 		m.buf = append(m.buf, make([]byte, n-len(m.buf))...)
+	}
+	if m.data != nil {
+		if m.data.fill(m.buf) != nil {
+			return nil
+		}
+		m.data = nil
 	}
 	return m.buf[:size:size]
 }

@@ -35,7 +35,7 @@ func grower(t *testing.T, a *arena, limit uint32) (api.Module, func(pages uint32
 	ctx := context.Background()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithMemoryLimitPages(limit))
 	t.Cleanup(func() { rt.Close(ctx) })
-	mod, err := rt.Instantiate(experimental.WithMemoryAllocator(ctx, a.allocator()), growerWasm)
+	mod, err := rt.Instantiate(experimental.WithMemoryAllocator(ctx, a.allocator(nil)), growerWasm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestReservedMemoryGrowsInPlace(t *testing.T) {
 // TestMappingRefusesPastItsRegion: the allocator itself makes no memory bigger than
 // it reserved, whatever wazero asks.
 func TestMappingRefusesPastItsRegion(t *testing.T) {
-	m := newArena().allocate(0, 2<<16)
+	m := newArena().allocate(nil, 2<<16)
 	defer m.Free()
 	if b := m.Reallocate(2 << 16); len(b) != 2<<16 {
 		t.Fatalf("Reallocate(the reservation) gave %d bytes", len(b))
@@ -101,7 +101,7 @@ func TestMappingRefusesPastItsRegion(t *testing.T) {
 // refuses (more address space than there is) is a Go slice, which still grows.
 func TestReservationRefusedFallsBackToTheHeap(t *testing.T) {
 	before := liveMappings.Load()
-	m := newArena().allocate(0, 1<<62)
+	m := newArena().allocate(nil, 1<<62)
 	defer m.Free()
 	if _, ok := m.(*heapMemory); !ok || liveMappings.Load() != before {
 		t.Fatalf("a reservation of 4 EiB gave a %T", m)

@@ -20,7 +20,9 @@
 //     host runs it after instantiation, when the stop global can already be set (a
 //     start function that loops would otherwise hold the instantiation);
 //   - every mutable global it defines exported (GlobalExports), so that its state can
-//     be saved and restored along with its memory.
+//     be saved and restored along with its memory;
+//   - where it can (see Data), empty data segments: the memory's initial contents are
+//     handed back apart (Result.Data), for the host to share between instances.
 //
 // The new import comes after the module's own, so the module's functions are numbered
 // one higher (calls, references, elements, exports and names follow); global and type
@@ -62,7 +64,7 @@ const (
 
 // Version names what Rewrite writes; it changes whenever that does, so that rewrites
 // kept on disk by an earlier version are not taken for this one's.
-const Version = "3"
+const Version = "4"
 
 // ErrInvalid is wrapped by the errors of modules the rewriter cannot read: not
 // WebAssembly, truncated, or using an instruction or type outside what the host
@@ -80,6 +82,10 @@ type Result struct {
 	// GlobalExports names the exports of the module's own mutable globals, in index
 	// order.
 	GlobalExports []string
+	// Data is what Data returns for the module: the initial contents of its memory,
+	// which its rewritten data segments no longer carry, or nil if they still do. The
+	// host must write it to every instance's memory before the instance runs.
+	Data []byte
 }
 
 // Section ids (WebAssembly core specification, 5.5.2).
@@ -87,14 +93,17 @@ const (
 	secCustom   = 0
 	secType     = 1
 	secImport   = 2
+	secMemory   = 5
 	secGlobal   = 6
 	secExport   = 7
 	secStart    = 8
 	secElement  = 9
 	secCode     = 10
+	secData     = 11
 	externGlob  = 3
 	externFunc  = 0
 	opEnd       = 0x0b
+	opI32Const  = 0x41
 	opLoop      = 0x03
 	opCall      = 0x10
 	opRefFunc   = 0xd2
@@ -106,22 +115,13 @@ const (
 // exports, start, elements, code, names) and copies every other section as it is;
 // wazero validates the result when it compiles it.
 func Rewrite(wasm []byte) (*Result, error) {
-	if len(wasm) < 8 || !bytes.Equal(wasm[:8], []byte{0, 'a', 's', 'm', 1, 0, 0, 0}) {
-		return nil, fmt.Errorf("%w: not a WebAssembly 1.0 binary", ErrInvalid)
+	sections, err := readSections(wasm)
+	if err != nil {
+		return nil, err
 	}
-	type section struct {
-		id   byte
-		body []byte
-	}
-	var sections []section
-	for r := (reader{b: wasm, pos: 8}); r.pos < len(r.b); {
-		id := r.byte()
-		n := r.u32()
-		body := r.bytes(int(n))
-		if r.err != nil {
-			return nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, id, r.err)
-		}
-		sections = append(sections, section{id, body})
+	data, err := image(sections)
+	if err != nil {
+		return nil, err
 	}
 
 	var types, importedFuncs, importedGlobals, definedGlobals uint32
@@ -157,7 +157,7 @@ func Rewrite(wasm []byte) (*Result, error) {
 	}
 	fn := renumber(importedFuncs) // yield takes the index after the imported functions
 
-	res := &Result{HasStart: start >= 0}
+	res := &Result{HasStart: start >= 0, Data: data}
 	var exports []byte // the entries to add to the export section
 	addExport := func(name string, kind byte, index uint32) error {
 		if slices.Contains(exportNames, name) {
@@ -239,6 +239,10 @@ func Rewrite(wasm []byte) (*Result, error) {
 			continue // exported instead (StartExport)
 		case secElement:
 			body, err = rewriteElements(s.body, fn)
+		case secData:
+			if body = s.body; data != nil {
+				body, err = emptySegments(s.body)
+			}
 		case secCode:
 			out = append(out, secCode)
 			if out, err = sized(out, func(out []byte) ([]byte, error) { return rewriteCode(out, s.body, check, fn) }); err != nil {
@@ -263,6 +267,144 @@ func Rewrite(wasm []byte) (*Result, error) {
 	}
 	res.Wasm = out
 	return res, nil
+}
+
+// section is one section of a module, its id and its content.
+type section struct {
+	id   byte
+	body []byte
+}
+
+// readSections splits a module into its sections.
+func readSections(wasm []byte) ([]section, error) {
+	if len(wasm) < 8 || !bytes.Equal(wasm[:8], []byte{0, 'a', 's', 'm', 1, 0, 0, 0}) {
+		return nil, fmt.Errorf("%w: not a WebAssembly 1.0 binary", ErrInvalid)
+	}
+	var sections []section
+	for r := (reader{b: wasm, pos: 8}); r.pos < len(r.b); {
+		id := r.byte()
+		n := r.u32()
+		body := r.bytes(int(n))
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, id, r.err)
+		}
+		sections = append(sections, section{id, body})
+	}
+	return sections, nil
+}
+
+// Data returns the initial contents of a module's memory, from address 0 to the end of
+// its last data segment, if Rewrite takes them out of the module's data segments: when
+// the module defines its memory (rather than importing it) and its every data segment
+// is active, at a constant offset, and within the memory's initial size. Otherwise, or
+// for a module without data, it returns nil. A Go module's data (read-only mostly:
+// strings, type data, function tables) is megabytes, which wazero would copy into the
+// memory of every instance; the host maps it instead, shared until written.
+//
+// Rewrite keeps the segments, each empty, at offset 0: their number and indices stay
+// valid, and an empty active segment behaves as any active segment does once the
+// module is instantiated, as one dropped.
+func Data(wasm []byte) ([]byte, error) {
+	sections, err := readSections(wasm)
+	if err != nil {
+		return nil, err
+	}
+	return image(sections)
+}
+
+// segment is an active data segment at a constant offset.
+type segment struct {
+	offset uint32
+	init   []byte
+}
+
+// image lays out the data segments of a module as Data describes, or returns nil.
+func image(sections []section) ([]byte, error) {
+	var memorySize uint64
+	var segments []segment
+	for _, s := range sections {
+		var err error
+		switch s.id {
+		case secMemory:
+			r := reader{b: s.body}
+			if r.u32() == 1 {
+				r.byte()
+				memorySize = uint64(r.u32()) * 65536
+			}
+			err = r.err
+		case secData:
+			var ok bool
+			if segments, ok, err = readSegments(s.body); !ok {
+				return nil, err
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: section %d: %w", ErrInvalid, s.id, err)
+		}
+	}
+	var end uint64
+	for _, seg := range segments {
+		end = max(end, uint64(seg.offset)+uint64(len(seg.init)))
+	}
+	// An imported memory is not the module's to fill.
+	if end == 0 || end > memorySize || importsMemory(sections) {
+		return nil, nil
+	}
+	data := make([]byte, end)
+	for _, seg := range segments {
+		copy(data[seg.offset:], seg.init)
+	}
+	return data, nil
+}
+
+// importsMemory reports whether a module imports a memory.
+func importsMemory(sections []section) bool {
+	imports := false
+	for _, s := range sections {
+		if s.id == secImport {
+			// A malformed import section fails the rewrite elsewhere.
+			_ = importKinds(s.body, func(_, _ string, kind byte) { imports = imports || kind == 0x02 })
+		}
+	}
+	return imports
+}
+
+// readSegments reads the data section. It returns false, and no error, if a segment
+// is passive, or active at an offset other than a constant: such a module keeps its
+// segments.
+func readSegments(body []byte) ([]segment, bool, error) {
+	r := reader{b: body}
+	n := r.u32()
+	segments := make([]segment, 0, min(n, uint32(len(body))))
+	for ; n > 0 && r.err == nil; n-- {
+		switch flags := r.u32(); {
+		case flags == 2 && r.u32() == 0: // active, memory 0, spelled out
+		case flags != 0:
+			return nil, false, r.err
+		}
+		if r.byte() != opI32Const {
+			return nil, false, r.err
+		}
+		offset := r.s32()
+		if r.byte() != opEnd {
+			return nil, false, r.err
+		}
+		init := r.bytes(int(r.u32()))
+		segments = append(segments, segment{uint32(offset), init})
+	}
+	return segments, r.err == nil, r.err
+}
+
+// emptySegments returns a data section of as many segments as body has, each active,
+// at offset 0, and empty.
+func emptySegments(body []byte) ([]byte, error) {
+	r := reader{b: body}
+	n := r.u32()
+	if r.err != nil {
+		return nil, r.err
+	}
+	empty := []byte{0, opI32Const, 0, opEnd, 0} // flags 0, i32.const 0, end, no bytes
+	return appendVec(nil, n, bytes.Repeat(empty, int(n))), nil
 }
 
 // Describe reads back the Result of a module Rewrite returned earlier (kept on disk, say),
@@ -796,6 +938,23 @@ func (r *reader) leb(maxBytes int) uint64 {
 }
 
 func (r *reader) u32() uint32 { return uint32(r.leb(5)) }
+
+// s32 reads a signed LEB128 number of 32 bits, as i32.const holds it.
+func (r *reader) s32() int32 {
+	var v int32
+	for i := range 5 {
+		c := r.byte()
+		v |= int32(c&0x7f) << (7 * i)
+		if c&0x80 == 0 {
+			if shift := 7 * (i + 1); shift < 32 && c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v
+		}
+	}
+	r.fail(errors.New("LEB128 number too long"))
+	return 0
+}
 
 func (r *reader) name() string { return string(r.bytes(int(r.u32()))) }
 

@@ -286,6 +286,85 @@ func TestDescribeReadsBackARewrite(t *testing.T) {
 	}
 }
 
+// dataSection returns the body of a module's data section.
+func dataSection(t *testing.T, wasm []byte) []byte {
+	t.Helper()
+	for at := 8; at < len(wasm); {
+		id := wasm[at]
+		n, k := binary.Uvarint(wasm[at+1:])
+		body := wasm[at+1+k : at+1+k+int(n)]
+		if id == 11 {
+			return body
+		}
+		at += 1 + k + int(n)
+	}
+	t.Fatal("no data section")
+	return nil
+}
+
+// TestDataIsTakenOut: the data of a module whose segments are all active, at constant
+// offsets, within its memory's initial size, is handed back as an image; the module
+// keeps as many segments, empty, and still compiles (its data count included).
+func TestDataIsTakenOut(t *testing.T) {
+	wasm := module(
+		section(5, vec([]byte{0, 1})), // memory: one page
+		section(12, []byte{2}),        // data count
+		section(11, vec(
+			cat([]byte{0, 0x41, 10, 0x0b}, name("ab")),   // offset 10: "ab"
+			cat([]byte{2, 0, 0x41, 4, 0x0b}, name("xy")), // memory 0, offset 4: "xy"
+		)),
+	)
+	res, err := instrument.Rewrite(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte("\x00\x00\x00\x00xy\x00\x00\x00\x00ab")
+	if string(res.Data) != string(want) {
+		t.Errorf("Data = %q, want %q", res.Data, want)
+	}
+	if data, err := instrument.Data(wasm); err != nil || string(data) != string(want) {
+		t.Errorf("Data(the module) = %q, %v; want %q", data, err, want)
+	}
+	if got, empty := dataSection(t, res.Wasm), vec([]byte{0, 0x41, 0, 0x0b, 0}, []byte{0, 0x41, 0, 0x0b, 0}); string(got) != string(empty) {
+		t.Errorf("the rewritten data section is % x, want two empty segments, % x", got, empty)
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	if _, err := rt.CompileModule(ctx, res.Wasm); err != nil {
+		t.Errorf("the rewritten module does not compile: %v", err)
+	}
+}
+
+// TestDataIsLeftIn: a module whose data the host could not lay out alone keeps it.
+func TestDataIsLeftIn(t *testing.T) {
+	memory := section(5, vec([]byte{0, 1}))
+	active := cat([]byte{0, 0x41, 4, 0x0b}, name("x"))
+	for what, wasm := range map[string][]byte{
+		"a passive segment": module(memory, section(11, vec(active, cat([]byte{1}, name("p"))))),
+		"an offset read from a global": module(
+			section(2, vec(cat(name("env"), name("g"), []byte{3, 0x7f, 0}))),
+			memory,
+			section(11, vec(cat([]byte{0, 0x23, 0, 0x0b}, name("x")))),
+		),
+		"a negative offset":             module(memory, section(11, vec(cat([]byte{0, 0x41, 0x7f, 0x0b}, name("x"))))),
+		"data past the initial size":    module(memory, section(11, vec(cat([]byte{0, 0x41, 0x80, 0x80, 0x04, 0x0b}, name("x"))))),
+		"an imported memory":            module(section(2, vec(cat(name("env"), name("mem"), []byte{2, 0, 1}))), section(11, vec(active))),
+		"an active segment on memory 1": module(memory, section(11, vec(cat([]byte{2, 1, 0x41, 4, 0x0b}, name("x"))))),
+	} {
+		res, err := instrument.Rewrite(wasm)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if res.Data != nil {
+			t.Errorf("%s: Data = %q, want nil", what, res.Data)
+		}
+		if got, want := dataSection(t, res.Wasm), dataSection(t, wasm); string(got) != string(want) {
+			t.Errorf("%s: the data section became % x, want % x", what, got, want)
+		}
+	}
+}
+
 func TestInterface(t *testing.T) {
 	imports, exports, err := instrument.Interface(spinner)
 	if err != nil {
@@ -372,6 +451,31 @@ func FuzzRewrite(f *testing.F) {
 
 // BenchmarkRewrite measures rewriting a Go plugin (the calculator, about 5 MB).
 func BenchmarkRewrite(b *testing.B) {
+	wasm := calculator(b)
+	b.SetBytes(int64(len(wasm)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := instrument.Rewrite(wasm); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkData: what a module loaded from the cache of rewrites costs to get its data
+// back from the original.
+func BenchmarkData(b *testing.B) {
+	wasm := calculator(b)
+	b.SetBytes(int64(len(wasm)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := instrument.Data(wasm); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// calculator returns the calculator plugin, built.
+func calculator(b *testing.B) []byte {
 	path, err := pluginbuild.Build(context.Background(), "../../../plugins/calculator")
 	if err != nil {
 		b.Fatal(err)
@@ -380,11 +484,5 @@ func BenchmarkRewrite(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(int64(len(wasm)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := instrument.Rewrite(wasm); err != nil {
-			b.Fatal(err)
-		}
-	}
+	return wasm
 }
