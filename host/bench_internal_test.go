@@ -28,7 +28,7 @@ func loadForBench(b *testing.B, m Manifest, opts ...Option) *Plugin {
 
 // benchPlugin loads the plugin of dir with manifest m into a new host made with opts,
 // and returns it and the host's registry.
-func benchPlugin(b *testing.B, dir string, m Manifest, opts ...Option) (*Plugin, *agent.Registry) {
+func benchPlugin(b testing.TB, dir string, m Manifest, opts ...Option) (*Plugin, *agent.Registry) {
 	b.Helper()
 	path, err := pluginbuild.Build(context.Background(), dir)
 	if err != nil {

@@ -28,12 +28,13 @@ import (
 //
 // A guest is stopped at its deadline through the countdown the instrument package
 // compiles into every function entry and loop header: every thousand passes the guest
-// calls yield and then reads its stop global. When the call's context ends, the
-// instance's stop global is set and the guest traps at its next yield. wazero's own
+// calls yield, which looks at the call's context, and then reads its stop global. When
+// that context has ended, yield sets the global and the guest traps. Nothing is
+// armed per call: no context.AfterFunc, no goroutine. wazero's own
 // close-on-context-done checks, an exit to Go at each of those places and a goroutine
 // per call, are off. The yield is needed anyway: wazero's compiled code cannot be
 // preempted by Go's scheduler, and that call is where a garbage collection's
-// stop-the-world, or the goroutine ending the call at its deadline, gets its turn.
+// stop-the-world gets its turn.
 //
 // An instance's linear memories are reserved as address space, off the Go heap
 // (linearmem_unix.go), where the system allows, and the module's data is mapped into
@@ -182,14 +183,18 @@ func instantiateHostFuncs(ctx context.Context, rt wazero.Runtime, funcs []engine
 }
 
 // instantiateYield registers the function the instrumented guest calls every
-// instrument.YieldEvery loop passes and function calls. It does nothing: entering Go
-// is enough, as the way there runs through Go functions whose prologues honour a
-// preemption request, a collection's or the scheduler's (so the goroutine that stops
-// the guest at its deadline runs even on a single thread). A runtime.Gosched here
-// doubled the time of a tool call (BENCHMARKS.md).
+// instrument.YieldEvery loop passes and function calls: there, a call whose context
+// ended is stopped (the guest reads its stop global next). Entering Go is itself of
+// use: the way there runs through Go functions whose prologues honour a preemption
+// request, a collection's or the scheduler's. A runtime.Gosched here doubled the time
+// of a tool call (BENCHMARKS.md).
 func instantiateYield(ctx context.Context, rt wazero.Runtime) error {
 	_, err := rt.NewHostModuleBuilder(instrument.YieldModule).NewFunctionBuilder().
-		WithGoFunction(api.GoFunc(func(context.Context, []uint64) {}), nil, nil).
+		WithGoFunction(api.GoFunc(func(ctx context.Context, _ []uint64) {
+			if ctx.Err() != nil {
+				instanceOf(ctx).interrupt()
+			}
+		}), nil, nil).
 		Export(instrument.YieldName).
 		Instantiate(ctx)
 	return err
@@ -268,14 +273,12 @@ type nativeInstance struct {
 	exports map[string]api.Function
 	stack   [1]uint64 // the exports' parameters and result: none, and an i32
 
-	// stop is the guest's stop global (package instrument); interrupt sets it when the
-	// context of the current call ends. call counts the calls armed: an interrupt
-	// acts only on the call it was armed for.
-	stop  api.MutableGlobal
-	mu    sync.Mutex
-	call  uint64
-	armed bool
-	fired bool
+	// stop is the guest's stop global (package instrument): yield sets it when the
+	// context of the current call has ended (interrupted then says so), halt when the
+	// module is closed.
+	stop        api.MutableGlobal
+	mu          sync.Mutex
+	interrupted bool
 
 	calls    int
 	snapshot *snapshot // taken after the first call if the module is resettable
@@ -355,21 +358,17 @@ func (i *nativeInstance) run(ctx context.Context, export string) (uint32, error)
 		return 0, err
 	}
 	i.life.Begin(ctx)
-	call := i.arm()
-	stop := afterFunc(ctx, func() { i.interrupt(call) })
 	i.stack[0] = 0
 	err := fn.CallWithStack(context.WithValue(ctx, instanceKey{}, i), i.stack[:])
-	stop()
-	fired := i.disarm()
 	i.life.End()
 	if err == nil && ctx.Err() != nil {
-		// The guest returned after its context ended, before the interrupt reached it
-		// (woken from a sleep by that end, say): as late as a guest stopped, and failed
-		// as one. The instance is discarded, its stop global set or not.
+		// The guest returned after its context ended, before its next yield (woken
+		// from a sleep by that end, say): as late as a guest stopped, and failed as
+		// one. The instance is discarded, its stop global set or not.
 		return 0, i.failure(ctx, err, true)
 	}
 	if err != nil {
-		return 0, i.failure(ctx, err, fired)
+		return 0, i.failure(ctx, err, i.interrupted)
 	}
 	if closed, code := i.life.Closed(); closed {
 		return 0, fmt.Errorf("the plugin exited with code %d", code)
@@ -392,36 +391,13 @@ func (i *nativeInstance) failure(ctx context.Context, err error, stopped bool) e
 	return err
 }
 
-// afterFunc is context.AfterFunc; a test replaces it to end a context when it chooses.
-var afterFunc = context.AfterFunc
-
-// arm and disarm bracket a call: between them, the end of its context stops the guest.
-// arm returns the call's number, for interrupt.
-func (i *nativeInstance) arm() uint64 {
+// interrupt stops the call under way, whose context ended: the guest traps once yield
+// returns. It runs on the call's goroutine, within yield.
+func (i *nativeInstance) interrupt() {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	i.call++
-	i.armed, i.fired = true, false
-	return i.call
-}
-
-func (i *nativeInstance) disarm() (fired bool) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.armed = false
-	return i.fired
-}
-
-// interrupt runs when the context of a call ends: if that call is still running, the
-// guest traps at its next yield. The context may end as its call returns, and the
-// interrupt run only once the next call is under way: that call is not stopped.
-func (i *nativeInstance) interrupt(call uint64) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.armed && i.call == call {
-		i.stop.Set(1)
-		i.fired = true
-	}
+	i.stop.Set(1)
+	i.interrupted = true
 }
 
 // halt stops the guest for good, running or not (the module is being closed).

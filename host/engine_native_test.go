@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"testing"
 
 	"github.com/terrarium-ai/terrarium/abi/plugin"
@@ -137,51 +138,40 @@ func BenchmarkReset(b *testing.B) {
 	b.ReportMetric(float64(inst.snapshot.size)/(1<<20), "MiB/snapshot")
 }
 
-// TestLateInterruptSparesTheNextCall: the end of one call's context, acted upon only
-// once the next call runs, does not stop the next call.
-func TestLateInterruptSparesTheNextCall(t *testing.T) {
-	// The end of the first call's context is acted upon only when the next call runs
-	// the log host function.
-	late := make(chan func(), 1)
-	defer func(f func(context.Context, func()) func() bool) { afterFunc = f }(afterFunc)
-	afterFunc = func(_ context.Context, f func()) func() bool {
-		return func() bool {
-			select { // keep the last call's only
-			case <-late:
-			default:
-			}
-			late <- f
-			return false // as if it had started
-		}
-	}
-	inst, bound := newNativeInstance(t, "testdata/hostcheck", false, func(funcs []engine.HostFunc) {
-		for j, f := range funcs {
-			if f.Name == plugin.FnLog {
-				funcs[j].Fn = func(context.Context, engine.HostCall, []uint64) []byte {
-					select {
-					case f := <-late:
-						f()
-					default:
-					}
-					return ok(nil)
-				}
-			}
-		}
-	})
-	if len(late) == 0 {
-		t.Fatal("the first call's interrupt was not handed over: the test proves nothing")
-	}
-	out, err := inst.Call(bound, plugin.ExportCallTool, []byte(`{"tool":"log","input":{"text":"hi"}}`))
-	if err != nil {
-		t.Errorf("the call after a late interrupt: %v", err)
-	} else if !bytes.Contains(out, []byte("logged")) {
-		t.Errorf("the call after a late interrupt: %s", out)
+// TestYieldStopsALoopingGuest: a guest that never calls the host but through yield is
+// stopped once its call's context has ended, seen by asking at a yield: nothing is
+// told of that end (its Done never closes), so without the yield's check the call
+// never returns.
+func TestYieldStopsALoopingGuest(t *testing.T) {
+	inst, bound := newNativeInstance(t, "testdata/misbehave", false, nil)
+	ctx := &polledContext{Context: bound, never: make(chan struct{})}
+	ctx.polls.Store(100)
+	_, err := inst.Call(ctx, plugin.ExportCallTool, []byte(`{"tool":"loop","input":{}}`))
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("a looping guest whose context ended: %v, want it stopped with %v", err, context.Canceled)
 	}
 }
 
+// polledContext ends once its Err has been asked polls times, and tells no one: only
+// who asks sees the end.
+type polledContext struct {
+	context.Context
+	polls atomic.Int64
+	never chan struct{}
+}
+
+func (c *polledContext) Done() <-chan struct{} { return c.never }
+
+func (c *polledContext) Err() error {
+	if c.polls.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
 // TestCallEndingAfterItsContextFails: a guest that returns after its call's context
-// ended, before the interrupt reached it (woken from a wait by that end, say), fails
-// as a stopped guest does: the caller is not handed an answer past its deadline.
+// ended, before a yield stopped it (woken from a wait by that end, say), fails as a
+// stopped guest does: the caller is not handed an answer past its deadline.
 func TestCallEndingAfterItsContextFails(t *testing.T) {
 	// misbehave's poll tool logs, then waits an hour in one poll_oneoff and returns.
 	logged := make(chan struct{}, 1)
@@ -195,10 +185,6 @@ func TestCallEndingAfterItsContextFails(t *testing.T) {
 			}
 		}
 	})
-	defer func(f func(context.Context, func()) func() bool) { afterFunc = f }(afterFunc)
-	afterFunc = func(context.Context, func()) func() bool {
-		return func() bool { return true } // the interrupt never comes
-	}
 	ctx, cancel := context.WithCancelCause(bound)
 	go func() {
 		<-logged

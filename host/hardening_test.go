@@ -518,6 +518,29 @@ func testGrantsHavePorts(t *testing.T, engine host.Option) {
 	}
 }
 
+// A guest that loops without calling the host, whose caller gave up, is stopped
+// cancelGrace after, long before the call's timeout: the guest's context watches a
+// caller that can give up. The caller's reason is the answer, not the plugin's fault.
+func TestLoopingGuestOfACallerGivingUpIsStopped(t *testing.T) {
+	forEachEngine(t, testLoopingGuestOfACallerGivingUpIsStopped)
+}
+
+func testLoopingGuestOfACallerGivingUpIsStopped(t *testing.T, engine host.Option) {
+	p, r, _ := misbehaving(t, host.Manifest{Timeout: seconds(600), MaxInstances: 1}, engine)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // before the call: the instance is idle, so the call runs all the same
+	err := returns(t, "a looping call whose caller gave up", func() error {
+		_, err := runTool(ctx, r, "misbehave/loop")
+		return err
+	})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, host.ErrPluginFault) {
+		t.Errorf("a looping call whose caller gave up: %v", err)
+	}
+	if live, idle := p.Instances(); live != 0 || idle != 0 {
+		t.Errorf("after the stopped guest: %d live instances, %d idle; want it discarded", live, idle)
+	}
+}
+
 // Item 3: a caller giving up is not the plugin's fault: a guest waiting in a host
 // function is told (the function fails), returns, and keeps its instance, so a retry
 // after an attempt's timeout finds it warm.

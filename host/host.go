@@ -679,19 +679,20 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	if err != nil {
 		return nil, cerr(err)
 	}
-	ctx, cancel := context.WithTimeoutCause(context.WithValue(ctx, bindingKey{}, b), p.manifest.Timeout.Duration, errTimedOut)
-	defer cancel()
-	b.ctx = ctx
+	start := time.Now()
+	b.caller, b.deadline = ctx, start.Add(p.manifest.Timeout.Duration)
+	defer b.endContext()
 	guest, endGuest := guestContext(ctx, b)
 	defer endGuest()
-	start := time.Now()
 	out, err := e.inst.Call(guest, export, input)
 	ran = time.Since(start)
 	b.closeHTTP()
 	pe, reported := errors.AsType[*pluginError](err)
 	p.pool.put(e, c, err != nil && !reported)
 	p.logs.reportDropped(p.host.log, p.desc.Name)
-	timedOut := errors.Is(context.Cause(ctx), errTimedOut)
+	// The deadline passed, as whichever of the guest's context and the host
+	// functions' (each with its own timer) saw first.
+	timedOut := errors.Is(context.Cause(guest), errTimedOut) || b.ctx != nil && errors.Is(context.Cause(b.ctx), errTimedOut)
 	switch {
 	case ctx.Err() != nil && !timedOut:
 		// The caller gave up: its reason is the answer, whatever the guest said.
@@ -701,7 +702,7 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	case reported:
 		return nil, cerr(plugin.DecodeError(pe.Msg))
 	case err != nil:
-		return nil, cerr(p.fault(ctx, "", err))
+		return nil, cerr(p.fault(guest, "", err))
 	case len(out) > maxOutputBytes:
 		return nil, cerr(fmt.Errorf("%w: output of %d bytes exceeds the limit of %d", ErrPluginFault, len(out), maxOutputBytes))
 	}
@@ -712,30 +713,31 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 const cancelGrace = time.Second
 
 // guestContext is the context a guest runs under, for a call under ctx bound to b. It
-// ends at the call's deadline (errTimedOut), but not when the caller gives up: that
-// reaches the guest through its host functions, which run under ctx and so fail, and
-// the guest is ended only if it has not returned cancelGrace later. A guest that
-// returns keeps its instance: a caller giving up (a retry's attempt timeout, a client
-// gone) does not cost a new one. It holds nothing but b of ctx's values: the engine
-// looks values up on every kernel call, so a short chain keeps calls fast.
-func guestContext(ctx context.Context, b *binding) (context.Context, func()) {
-	guest, end := context.WithCancelCause(context.WithValue(context.Background(), bindingKey{}, b))
+// ends at the call's deadline, b.deadline (errTimedOut), but not when the caller gives
+// up: that reaches the guest through its host functions, which run under b.context()
+// and so fail, and the guest is ended only if it has not returned cancelGrace later. A
+// guest that returns keeps its instance: a caller giving up (a retry's attempt
+// timeout, a client gone) does not cost a new one. It holds nothing but b of ctx's
+// values: the engine looks values up on every kernel call, so a short chain keeps
+// calls fast. Watching the caller costs garbage, made only for a caller that can give
+// up.
+func guestContext(ctx context.Context, b *binding) (context.Context, context.CancelFunc) {
+	guest, end := context.WithDeadlineCause(context.WithValue(context.Background(), bindingKey{}, b), b.deadline, errTimedOut)
+	if ctx.Done() == nil {
+		return guest, end
+	}
 	stop := context.AfterFunc(ctx, func() {
-		if errors.Is(context.Cause(ctx), errTimedOut) {
-			end(errTimedOut)
-			return
-		}
 		t := time.NewTimer(cancelGrace)
 		defer t.Stop()
 		select {
 		case <-t.C:
-			end(fmt.Errorf("the plugin did not return within %v of its caller giving up: %w", cancelGrace, context.Cause(ctx)))
+			end()
 		case <-guest.Done():
 		}
 	})
 	return guest, func() {
 		stop()
-		end(nil)
+		end()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
@@ -19,9 +20,13 @@ type binding struct {
 	plugin *Plugin
 	// ctx is the call's: its deadline and its caller's cancellation, which host
 	// functions honour (the guest itself runs under a context that waits a little
-	// for it to return; see guestContext).
-	ctx     context.Context
-	session agent.AnySession
+	// for it to return; see guestContext). Set, or made by context from caller and
+	// deadline when a host function first needs it: most calls call none.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	caller   context.Context
+	deadline time.Time
+	session  agent.AnySession
 	// stream receives what the plugin streams: a chunk for models, a status for tools
 	// and handlers. Nil: streaming goes nowhere.
 	stream func(ctx context.Context, data []byte) error
@@ -47,6 +52,22 @@ func (b *binding) send(ctx context.Context, data []byte) error {
 	case <-ctx.Done():
 		b.stalled = true
 		return abi.Errorf(abi.CodeLimitExceeded, "the caller did not take a streamed chunk before the call's deadline")
+	}
+}
+
+// context returns the call's context, b.ctx, making it if need be; nil for a binding
+// of no call (a test's).
+func (b *binding) context() context.Context {
+	if b.ctx == nil && b.caller != nil {
+		b.ctx, b.cancel = context.WithDeadlineCause(context.WithValue(b.caller, bindingKey{}, b), b.deadline, errTimedOut)
+	}
+	return b.ctx
+}
+
+// endContext releases the call's context, if context made one.
+func (b *binding) endContext() {
+	if b.cancel != nil {
+		b.cancel()
 	}
 }
 
@@ -80,8 +101,8 @@ func (h *Host) hostFuncs() []engine.HostFunc {
 		fn, name := f.fn, f.name
 		funcs = append(funcs, engine.HostFunc{Name: f.name, Params: f.params, Fn: func(ctx context.Context, c hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
-			if b.ctx != nil {
-				ctx = b.ctx
+			if bctx := b.context(); bctx != nil {
+				ctx = bctx
 			}
 			if h.observe != nil {
 				h.observe(b.plugin.desc.Name, name)

@@ -14,8 +14,8 @@ import (
 // Nanosleep to wazero.ModuleConfig.WithNanosleep and itself to
 // experimental.WithCloseNotifier.
 type Lifetime struct {
-	mu   sync.Mutex
-	done <-chan struct{} // the current call's, or nil between calls
+	mu  sync.Mutex
+	ctx context.Context // the current call's, or nil between calls
 
 	exited atomic.Bool
 	code   atomic.Uint32
@@ -24,14 +24,14 @@ type Lifetime struct {
 // Begin and End bracket a call (or the instantiation) running under ctx.
 func (l *Lifetime) Begin(ctx context.Context) {
 	l.mu.Lock()
-	l.done = ctx.Done()
+	l.ctx = ctx // not ctx.Done(), which may make a channel: only a sleep needs one
 	l.mu.Unlock()
 }
 
 // End ends what Begin began.
 func (l *Lifetime) End() {
 	l.mu.Lock()
-	l.done = nil
+	l.ctx = nil
 	l.mu.Unlock()
 }
 
@@ -40,7 +40,10 @@ func (l *Lifetime) End() {
 // engine at its next function call or loop.
 func (l *Lifetime) Nanosleep(ns int64) {
 	l.mu.Lock()
-	done := l.done
+	var done <-chan struct{}
+	if l.ctx != nil {
+		done = l.ctx.Done()
+	}
 	l.mu.Unlock()
 	t := time.NewTimer(time.Duration(ns))
 	defer t.Stop()
