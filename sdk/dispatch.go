@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -116,9 +117,7 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 	if !objectOrNull(input) {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: not a JSON object", export)
 	}
-	// One string for all three lookups: GetManyBytes would copy each value it finds.
-	fields := gjson.GetMany(string(input), "tool", "input", "resumed")
-	name, in, resumed := fields[0], fields[1], fields[2]
+	name, in, resumed := callFields(input)
 	if name.Exists() && name.Type != gjson.String {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: the tool's name is not a string", export)
 	}
@@ -177,6 +176,28 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 	}
 	out = append(append(append(out, `"output":`...), raw...), '}')
 	return out, nil
+}
+
+// callFields returns the members tool, input and resumed of the valid JSON object input;
+// of a repeated key the first counts. It reads the object in one pass: a gjson.Get for
+// each would skip over a large input once more for each member after it. The string it
+// reads is input itself, not a copy (a MiB costs a millisecond to copy in a wasm guest):
+// input is not changed until the call returns, and what the call keeps of the members
+// it copies (the tool's name into errors, resumed decoded, the tool's input through
+// rawOf).
+func callFields(input []byte) (name, in, resumed gjson.Result) {
+	gjson.Parse(unsafe.String(unsafe.SliceData(input), len(input))).ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case k.Str == "tool" && !name.Exists():
+			name = v
+		case k.Str == "input" && !in.Exists():
+			in = v
+		case k.Str == "resumed" && !resumed.Exists():
+			resumed = v
+		}
+		return true
+	})
+	return name, in, resumed
 }
 
 // rawOf returns the bytes of the value v found in input: a slice of input, not a copy.

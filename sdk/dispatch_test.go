@@ -414,6 +414,11 @@ func TestRawToolInput(t *testing.T) {
 	if string(kept) != `{"b": 1, "a":[2]}` {
 		t.Errorf("the tool's input is %q after the call's input buffer was reused", kept)
 	}
+	// The input is a slice of the call's, found past whitespace before the object.
+	out, aerr = r.dispatch(plugin.ExportCallTool, []byte(" \n\t{\"tool\":\"raw\",\"input\":[1, 2]}"))
+	if aerr != nil || string(out) != `{"output":6}` || string(kept) != `[1, 2]` {
+		t.Errorf("with leading whitespace: %s, %v, the tool's input %q", out, aerr, kept)
+	}
 }
 
 // TestToolCallEnvelope checks the call's own fields as the SDK reads them; of a
