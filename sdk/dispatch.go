@@ -111,7 +111,7 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 	if len(input) == 0 {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: empty input", export)
 	}
-	if !gjson.ValidBytes(input) {
+	if !validJSON(input) {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: not valid JSON", export)
 	}
 	if !objectOrNull(input) {
