@@ -5,19 +5,40 @@ import (
 	"encoding/binary"
 )
 
-// validJSON reports whether b is one JSON value with only whitespace around it, as
-// json.Valid does (neither checks that strings are UTF-8). It exists for speed: the bulk
-// of a large input is the bytes inside its strings, which validJSON checks eight at a
-// time. In a wasm guest, gjson.ValidBytes, a byte at a time, took about 6 ms per MiB,
-// most of what receiving a MiB cost; this, under 1 ms (BENCHMARKS.md).
-func validJSON(b []byte) bool {
+// scanJSON reports whether b is one JSON value with only whitespace around it, as
+// json.Valid does (neither checks that strings are UTF-8). If member is not nil and b
+// is an object, scanJSON calls it with each of the object's own members in order, the
+// key as written (quoted, escapes and all) and the value, before it knows whether the
+// rest of b is valid.
+//
+// It exists for speed. The bulk of a large input is the bytes inside its strings,
+// which scanJSON checks eight at a time, and it finds a call's members in the same
+// pass. In a wasm guest, gjson.ValidBytes, a byte at a time, took about 6 ms per MiB,
+// most of what receiving a MiB cost, and finding the members with gjson another
+// millisecond; this takes under one (BENCHMARKS.md).
+func scanJSON(b []byte, member func(key, value []byte)) bool {
 	var open []byte // the containers around the value being read, '{' or '['
+	// Where the key and the value of the top-level object's member being read start
+	// and end: a top member is a value read with one open container, an object.
+	var keyStart, keyEnd, valueStart int
+	topMember := func() bool { return member != nil && len(open) == 1 && open[0] == '{' }
+	// readKey reads a member's key and colon from b[i] on, as memberKey.
+	readKey := func(i int) int {
+		end, next := memberKey(b, i)
+		if topMember() {
+			keyStart, keyEnd = i, end
+		}
+		return next
+	}
 	i := 0
 	for {
 		// A value starts at b[i], after whitespace.
 		i = skipSpace(b, i)
 		if i == len(b) {
 			return false
+		}
+		if topMember() {
+			valueStart = i
 		}
 		switch c := b[i]; c {
 		case '{', '[':
@@ -28,7 +49,7 @@ func validJSON(b []byte) bool {
 			}
 			open = append(open, c)
 			if c == '{' {
-				if i = memberKey(b, i); i < 0 {
+				if i = readKey(i); i < 0 {
 					return false
 				}
 			}
@@ -50,6 +71,9 @@ func validJSON(b []byte) bool {
 		// A value ended at b[i]: next comes a comma, the end of its container or, at
 		// the top, the end of b.
 		for {
+			if topMember() {
+				member(b[keyStart:keyEnd], b[valueStart:i])
+			}
 			i = skipSpace(b, i)
 			if len(open) == 0 {
 				return i == len(b)
@@ -61,7 +85,7 @@ func validJSON(b []byte) bool {
 			if b[i] == ',' {
 				i++
 				if c == '{' {
-					if i = memberKey(b, skipSpace(b, i)); i < 0 {
+					if i = readKey(skipSpace(b, i)); i < 0 {
 						return false
 					}
 				}
@@ -86,18 +110,18 @@ func skipSpace(b []byte, i int) int {
 }
 
 // memberKey reads an object member's key and colon from b[i] on and returns the index
-// after the colon, or -1.
-func memberKey(b []byte, i int) int {
+// after the key and the index after the colon, or next -1.
+func memberKey(b []byte, i int) (keyEnd, next int) {
 	if i == len(b) || b[i] != '"' {
-		return -1
+		return 0, -1
 	}
-	if i = stringEnd(b, i+1); i < 0 {
-		return -1
+	if keyEnd = stringEnd(b, i+1); keyEnd < 0 {
+		return 0, -1
 	}
-	if i = skipSpace(b, i); i == len(b) || b[i] != ':' {
-		return -1
+	if i = skipSpace(b, keyEnd); i == len(b) || b[i] != ':' {
+		return 0, -1
 	}
-	return i + 1
+	return keyEnd, i + 1
 }
 
 // Masks for looking at the eight bytes of a uint64 at once.
