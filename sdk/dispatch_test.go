@@ -439,4 +439,25 @@ func TestToolCallEnvelope(t *testing.T) {
 	if aerr != nil || string(out) != `{"output":{"sum":3}}` {
 		t.Errorf("with a repeated key: %s, %v", out, aerr)
 	}
+	// Keys and the tool's name are read as encoding/json reads them, escapes and all.
+	out, aerr = r.dispatch(plugin.ExportCallTool, []byte(`{"t\u006fol":"\u0061dd","input":{"a":1,"b":2}}`))
+	if aerr != nil || string(out) != `{"output":{"sum":3}}` {
+		t.Errorf("with escapes: %s, %v", out, aerr)
+	}
+}
+
+func TestUnquote(t *testing.T) {
+	for in, want := range map[string]string{`""`: "", `"add"`: "add", `"a\"b\u00e9"`: `a"bé`, "\"\xff\"": "\ufffd"} {
+		if got, ok := unquote([]byte(in)); !ok || got != want {
+			t.Errorf("unquote(%q) = %q, %v, want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{`1`, `null`, `{}`} {
+		if got, ok := unquote([]byte(in)); ok {
+			t.Errorf("unquote(%s) = %q, want not a string", in, got)
+		}
+	}
+	if got, ok := unquote(nil); !ok || got != "" {
+		t.Errorf("unquote(nil) = %q, %v", got, ok)
+	}
 }
