@@ -14,9 +14,11 @@ type inputBuffer struct {
 	enc *json.Encoder
 }
 
-// maxPooledInput is the largest buffer given back to the pool: one that grew for a
-// rare large input is left to the collector rather than held for every call.
-const maxPooledInput = 64 << 10
+// maxPooledInput is the largest buffer given back to the pool. One that grew for a MiB
+// of input is kept: growing a fresh buffer to a MiB costs as much again as encoding
+// into it, and the pool lets go of what calls stop using within two collections. A
+// larger one is left to the collector rather than held for every call.
+const maxPooledInput = 4 << 20
 
 var inputBuffers = sync.Pool{New: func() any {
 	in := new(inputBuffer)

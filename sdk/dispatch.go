@@ -7,8 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-
-	"github.com/tidwall/gjson"
+	"unicode/utf8"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
@@ -100,47 +99,58 @@ func decodeInput(export string, input []byte, v any) error {
 	return nil
 }
 
-// callTool answers terrarium_call_tool: the input (plugin.ToolInput) is read with gjson,
-// which finds the tool's input without decoding it, so that the tool's input is decoded
-// once, by the tool's own entry, straight into its input type (numbers keep their
-// precision); encoding/json would scan it twice more on the way. The output is encoded
-// around the tool's own, which is not scanned again either.
+// callTool answers terrarium_call_tool: the input (plugin.ToolInput) is checked and its
+// members found in one pass (scanJSON), without decoding it, so that the tool's input is
+// decoded once, by the tool's own entry, straight into its input type (numbers keep
+// their precision); encoding/json would scan it twice more on the way. The output is
+// encoded around the tool's own, which is not scanned again either.
 func (r *registry) callTool(input []byte) ([]byte, error) {
 	const export = plugin.ExportCallTool
 	if len(input) == 0 {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: empty input", export)
 	}
-	if !gjson.ValidBytes(input) {
+	// The members' values as written, slices of input; of a repeated key the first
+	// counts.
+	var toolValue, in, resumed []byte
+	valid := scanJSON(input, func(key, value []byte) {
+		switch {
+		case toolValue == nil && keyIs(key, "tool"):
+			toolValue = value
+		case in == nil && keyIs(key, "input"):
+			in = value
+		case resumed == nil && keyIs(key, "resumed"):
+			resumed = value
+		}
+	})
+	if !valid {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: not valid JSON", export)
 	}
 	if !objectOrNull(input) {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: not a JSON object", export)
 	}
-	// One string for all three lookups: GetManyBytes would copy each value it finds.
-	fields := gjson.GetMany(string(input), "tool", "input", "resumed")
-	name, in, resumed := fields[0], fields[1], fields[2]
-	if name.Exists() && name.Type != gjson.String {
+	name, ok := unquote(toolValue)
+	if !ok {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: the tool's name is not a string", export)
 	}
-	if name.Str == "" {
+	if name == "" {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no tool", export)
 	}
-	t := r.tool(name.Str)
+	t := r.tool(name)
 	if t == nil {
-		return nil, abi.Errorf(abi.CodeNotFound, "no tool %q", name.Str)
+		return nil, abi.Errorf(abi.CodeNotFound, "no tool %q", name)
 	}
 	ctx := context.Background()
-	if resumed.Exists() && resumed.Type != gjson.Null {
+	if resumed != nil && string(resumed) != "null" {
 		var md map[string]any
-		if err := json.Unmarshal([]byte(resumed.Raw), &md); err != nil {
+		if err := json.Unmarshal(resumed, &md); err != nil {
 			return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: resumed: %v", export, err)
 		}
 		ctx = context.WithValue(ctx, resumedKey{}, md)
 	}
 	var output any
-	err := protect(fmt.Sprintf("tool %q", name.Str), func() error {
+	err := protect(fmt.Sprintf("tool %q", name), func() error {
 		var err error
-		output, err = t.call(ctx, rawOf(input, in))
+		output, err = t.call(ctx, in)
 		return err
 	})
 	if md, ok := interruptOf(err); ok {
@@ -161,7 +171,7 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 	}
 	raw, err := json.Marshal(output)
 	if err != nil {
-		return nil, abi.Errorf(abi.CodeInternal, "tool %q: encoding the output: %v", name.Str, err)
+		return nil, abi.Errorf(abi.CodeInternal, "tool %q: encoding the output: %v", name, err)
 	}
 	// Not plugin.ToolOutput: its omitempty would drop a null output, and "output" must be
 	// there for the host to tell an answer from an interrupt. The keys are in the order
@@ -171,7 +181,7 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 	if len(content) > 0 {
 		parts, err := json.Marshal(content)
 		if err != nil {
-			return nil, abi.Errorf(abi.CodeInternal, "tool %q: encoding the content: %v", name.Str, err)
+			return nil, abi.Errorf(abi.CodeInternal, "tool %q: encoding the content: %v", name, err)
 		}
 		out = append(append(append(out, `"content":`...), parts...), ',')
 	}
@@ -179,15 +189,30 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 	return out, nil
 }
 
-// rawOf returns the bytes of the value v found in input: a slice of input, not a copy.
-func rawOf(input []byte, v gjson.Result) json.RawMessage {
-	if !v.Exists() {
-		return nil
+// keyIs reports whether key, a member's key as written (quoted), is name.
+func keyIs(key []byte, name string) bool {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return len(key) == len(name)+2 && string(key[1:len(key)-1]) == name
 	}
-	if v.Index > 0 && v.Index+len(v.Raw) <= len(input) {
-		return input[v.Index : v.Index+len(v.Raw)]
+	k, ok := unquote(key)
+	return ok && k == name
+}
+
+// unquote returns the string the valid JSON value v is, "" if v is nil, or false if v
+// is not a string. Without escapes, a string is its bytes between the quotes; encoding/json
+// is for the rare one with escapes (in a wasm guest it costs microseconds a call).
+func unquote(v []byte) (string, bool) {
+	switch {
+	case v == nil:
+		return "", true
+	case v[0] != '"':
+		return "", false
+	case bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v):
+		return string(v[1 : len(v)-1]), true
 	}
-	return []byte(v.Raw)
+	var s string
+	err := json.Unmarshal(v, &s)
+	return s, err == nil
 }
 
 // objectOrNull reports whether the valid JSON value b is an object or null (which

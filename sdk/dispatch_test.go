@@ -414,6 +414,11 @@ func TestRawToolInput(t *testing.T) {
 	if string(kept) != `{"b": 1, "a":[2]}` {
 		t.Errorf("the tool's input is %q after the call's input buffer was reused", kept)
 	}
+	// The input is a slice of the call's, found past whitespace before the object.
+	out, aerr = r.dispatch(plugin.ExportCallTool, []byte(" \n\t{\"tool\":\"raw\",\"input\":[1, 2]}"))
+	if aerr != nil || string(out) != `{"output":6}` || string(kept) != `[1, 2]` {
+		t.Errorf("with leading whitespace: %s, %v, the tool's input %q", out, aerr, kept)
+	}
 }
 
 // TestToolCallEnvelope checks the call's own fields as the SDK reads them; of a
@@ -433,5 +438,26 @@ func TestToolCallEnvelope(t *testing.T) {
 	out, aerr := r.dispatch(plugin.ExportCallTool, []byte(`{"tool":"add","input":{"a":1,"b":2},"tool":"ignored"}`))
 	if aerr != nil || string(out) != `{"output":{"sum":3}}` {
 		t.Errorf("with a repeated key: %s, %v", out, aerr)
+	}
+	// Keys and the tool's name are read as encoding/json reads them, escapes and all.
+	out, aerr = r.dispatch(plugin.ExportCallTool, []byte(`{"t\u006fol":"\u0061dd","input":{"a":1,"b":2}}`))
+	if aerr != nil || string(out) != `{"output":{"sum":3}}` {
+		t.Errorf("with escapes: %s, %v", out, aerr)
+	}
+}
+
+func TestUnquote(t *testing.T) {
+	for in, want := range map[string]string{`""`: "", `"add"`: "add", `"a\"b\u00e9"`: `a"bé`, "\"\xff\"": "\ufffd"} {
+		if got, ok := unquote([]byte(in)); !ok || got != want {
+			t.Errorf("unquote(%q) = %q, %v, want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{`1`, `null`, `{}`} {
+		if got, ok := unquote([]byte(in)); ok {
+			t.Errorf("unquote(%s) = %q, want not a string", in, got)
+		}
+	}
+	if got, ok := unquote(nil); !ok || got != "" {
+		t.Errorf("unquote(nil) = %q, %v", got, ok)
 	}
 }
