@@ -63,7 +63,7 @@ const (
 
 // Version names what Rewrite writes; it changes whenever that does, so that rewrites
 // kept on disk by an earlier version are not taken for this one's.
-const Version = "4"
+const Version = "5"
 
 // ErrInvalid is wrapped by the errors of modules the rewriter cannot read: not
 // WebAssembly, truncated, or using an instruction or type outside what the host
