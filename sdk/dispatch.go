@@ -113,12 +113,12 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 	if !gjson.ValidBytes(input) {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: not valid JSON", export)
 	}
-	if !objectOrNull(input) {
+	input = bytes.TrimLeft(input, " \t\r\n") // so that gjson's offsets are input's
+	// An object, or null, which encoding/json would decode as an object without fields.
+	if len(input) == 0 || input[0] != '{' && input[0] != 'n' {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: not a JSON object", export)
 	}
-	// One string for all three lookups: GetManyBytes would copy each value it finds.
-	fields := gjson.GetMany(string(input), "tool", "input", "resumed")
-	name, in, resumed := fields[0], fields[1], fields[2]
+	name, in, resumed := envelope(input)
 	if name.Exists() && name.Type != gjson.String {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: the tool's name is not a string", export)
 	}
@@ -138,7 +138,7 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 		ctx = context.WithValue(ctx, resumedKey{}, md)
 	}
 	var output any
-	err := protect(fmt.Sprintf("tool %q", name.Str), func() error {
+	err := protect("tool", name.Str, func() error {
 		var err error
 		output, err = t.call(ctx, rawOf(input, in))
 		return err
@@ -179,6 +179,30 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 	return out, nil
 }
 
+// envelope returns the fields of a tool call (the valid JSON object, or null, input)
+// in one pass over it; of a repeated key the first counts, as with gjson.Get, which
+// would take a pass for each field, the last over all of a call without "resumed".
+func envelope(input []byte) (name, in, resumed gjson.Result) {
+	gjson.Parse(string(input)).ForEach(func(key, value gjson.Result) bool {
+		var field *gjson.Result
+		switch key.Str {
+		case "tool":
+			field = &name
+		case "input":
+			field = &in
+		case "resumed":
+			field = &resumed
+		default:
+			return true
+		}
+		if !field.Exists() {
+			*field = value
+		}
+		return true
+	})
+	return name, in, resumed
+}
+
 // rawOf returns the bytes of the value v found in input: a slice of input, not a copy.
 func rawOf(input []byte, v gjson.Result) json.RawMessage {
 	if !v.Exists() {
@@ -188,13 +212,6 @@ func rawOf(input []byte, v gjson.Result) json.RawMessage {
 		return input[v.Index : v.Index+len(v.Raw)]
 	}
 	return []byte(v.Raw)
-}
-
-// objectOrNull reports whether the valid JSON value b is an object or null (which
-// encoding/json decodes as an object without fields).
-func objectOrNull(b []byte) bool {
-	b = bytes.TrimLeft(b, " \t\r\n")
-	return len(b) > 0 && (b[0] == '{' || b[0] == 'n')
 }
 
 func (r *registry) generate(input []byte) (any, error) {
@@ -214,7 +231,7 @@ func (r *registry) generate(input []byte) (any, error) {
 	}
 	var resp *abi.GenerateResponse
 	ctx := context.WithValue(context.Background(), streamingKey{}, in.Stream)
-	err := protect(fmt.Sprintf("model %q", in.Model), func() error {
+	err := protect("model", in.Model, func() error {
 		var err error
 		resp, err = m.fn(ctx, in.Request)
 		return err
@@ -244,7 +261,7 @@ func (r *registry) handle(input []byte) (any, error) {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: unknown hook point %q", plugin.ExportHandle, in.Point)
 	}
 	var d *abi.Directive
-	err := protect(fmt.Sprintf("handler %q", in.Handler), func() error {
+	err := protect("handler", in.Handler, func() error {
 		var err error
 		d, err = h.fn(context.Background(), &in)
 		return err
@@ -261,11 +278,13 @@ func (r *registry) handle(input []byte) (any, error) {
 	return d, nil
 }
 
-// protect runs f, turning a panic into an internal error naming what panicked (the
-// stack goes to the host's log).
-func protect(what string, f func() error) (err error) {
+// protect runs f, turning a panic into an internal error naming what panicked, the
+// kind's member name (the stack goes to the host's log). The name is formatted only
+// then, not on every call.
+func protect(kind, name string, f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			what := fmt.Sprintf("%s %q", kind, name)
 			Log(plugin.LogError, fmt.Sprintf("%s panicked: %v\n%s", what, p, debug.Stack()))
 			err = abi.Errorf(abi.CodeInternal, "%s panicked: %v", what, p)
 		}
