@@ -14,9 +14,9 @@
 //     whole process with it;
 //   - a stop global, another new one, exported as StopExport and read after each call
 //     of yield: when the host has set it to a non-zero value, the guest traps
-//     (unreachable), at most YieldEvery function calls or loop iterations after it was
-//     set. Reading it at every pass instead costs a load and a branch more there;
-//     BENCHMARKS.md has the difference;
+//     (unreachable), at most YieldEvery checks (loop iterations, function calls) after
+//     it was set. Reading it at every pass instead costs a load and a branch more
+//     there; BENCHMARKS.md has the difference;
 //   - no start section: the start function is exported as StartExport instead, so the
 //     host runs it after instantiation, when the stop global can already be set (a
 //     start function that loops would otherwise hold the instantiation);
@@ -683,7 +683,8 @@ func rewriteCustom(body []byte, fn renumber) []byte {
 }
 
 // rewriteCode appends the code section body with the checks inserted after every loop
-// instruction and at the start of the function bodies that need one (entryCheckNeeded), and its functions renumbered.
+// instruction and at the start of the function bodies that need one
+// (entryCheckNeeded), and its functions renumbered.
 func rewriteCode(out, body, check []byte, fn renumber) ([]byte, error) {
 	r := reader{b: body}
 	n := r.u32()
