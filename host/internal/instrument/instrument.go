@@ -63,7 +63,7 @@ const (
 
 // Version names what Rewrite writes; it changes whenever that does, so that rewrites
 // kept on disk by an earlier version are not taken for this one's.
-const Version = "5"
+const Version = "6"
 
 // ErrInvalid is wrapped by the errors of modules the rewriter cannot read: not
 // WebAssembly, truncated, or using an instruction or type outside what the host
@@ -754,31 +754,37 @@ func rewriteFunc(out, code, check []byte, fn renumber) ([]byte, error) {
 
 // Instructions entryCheckNeeded looks for, besides opLoop and opCall.
 const (
-	opBlock        = 0x02
+	opIf           = 0x04
+	opBr           = 0x0c
+	opBrIf         = 0x0d
+	opBrTable      = 0x0e
+	opReturn       = 0x0f
 	opCallIndirect = 0x11
 )
 
 // entryCheckNeeded reports whether a function, whose body r is at, needs a check at
 // its entry. The entry's check is there to break recursion, a cycle through calls
-// without loops; a function needs none when its body opens with a loop (after blocks
-// only, which do nothing), whose header's check then runs first at every entry, or
-// when it calls nothing, so that it cannot recurse and runs a bounded stretch of code
-// (forward branches, and loops with their own checks) before it returns. Either way
-// every cycle a guest can run still passes a check, so a stop is still seen within
-// YieldEvery passes. Go's compiler opens every function that calls another with
-// blocks and a loop (its resumption points): a Go guest passes one check per call
-// instead of two, and none for a leaf.
+// without loops. A function needs none when it reaches a loop header before any branch
+// or call, as then every entry passes that loop's check first, or when it calls
+// nothing, so that it cannot recurse and runs a bounded stretch of code (forward
+// branches, and loops with their own checks) before it returns. Either way every
+// cycle a guest can run still passes a check, so a stop is still seen within
+// YieldEvery checks. Go's compiler opens every function that calls another with a few
+// moves and then blocks and a loop (its resumption points): a Go guest passes one
+// check per call instead of two, and none in a leaf.
 func entryCheckNeeded(r reader) (bool, error) {
-	opening := true
+	straight := true // no branch yet: every entry reaches the instruction read
 	for r.pos < len(r.b) && r.err == nil {
 		op := r.byte()
-		switch {
-		case op == opLoop && opening:
-			return false, nil
-		case op == opCall || op == opCallIndirect:
+		switch op {
+		case opCall, opCallIndirect:
 			return true, nil
-		case op != opBlock:
-			opening = false
+		case opLoop:
+			if straight {
+				return false, nil
+			}
+		case opIf, opBr, opBrIf, opBrTable, opReturn:
+			straight = false
 		}
 		r.immediates(op)
 	}

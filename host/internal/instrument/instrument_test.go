@@ -390,11 +390,11 @@ func BenchmarkRewrite(b *testing.B) {
 }
 
 // recursers exports three functions of (i64) -> () that recurse 2^n calls deep and
-// wide without a loop on their way, and two of () -> (): looprec opens with a loop and
-// recurses inside it (the shape of a Go function), its loop header's check being the
-// only one it needs; callfirst recurses before its loop and skipfirst branches over
-// its loop before recursing, so both need a check at their entry; once runs a loop's
-// header once, and leaf does nothing.
+// wide without a loop on their way, and two of () -> (): looprec opens with a move and
+// a loop and recurses inside it (the shape of a Go function), its loop header's check
+// being the only one it needs; callfirst recurses before its loop and skipfirst
+// branches over its loop before recursing, so both need a check at their entry; once
+// runs a loop's header once, and leaf does nothing.
 var recursers = module(
 	section(1, vec([]byte{0x60, 0, 0}, []byte{0x60, 1, 0x7e, 0})),    // types: () -> (), (i64) -> ()
 	section(2, vec(cat(name("env"), name("started"), []byte{0, 0}))), // import func 0: env.started
@@ -404,11 +404,11 @@ var recursers = module(
 		cat(name("once"), []byte{0, 4}), cat(name("leaf"), []byte{0, 5}),
 	)),
 	section(10, vec(
-		body(cat([]byte{0x03, 0x40}, recurse(1), []byte{0x0b, 0x0b})...),                            // looprec: loop (recurse) end
-		body(cat(recurse(2), []byte{0x03, 0x40, 0x0b, 0x0b})...),                                    // callfirst: (recurse) loop end
-		body(cat([]byte{0x02, 0x40, 0x0c, 0, 0x03, 0x40, 0x0b, 0x0b}, recurse(3), []byte{0x0b})...), // skipfirst: block br 0 loop end end (recurse)
-		body(0x03, 0x40, 0x0b, 0x0b),                                                                // once: loop end
-		body(0x01, 0x0b),                                                                            // leaf: nop
+		body(cat([]byte{0x20, 0, 0x1a, 0x02, 0x40, 0x03, 0x40}, recurse(1), []byte{0x0b, 0x0b, 0x0b})...), // looprec: local.get 0 drop block loop (recurse) end end
+		body(cat(recurse(2), []byte{0x03, 0x40, 0x0b, 0x0b})...),                                          // callfirst: (recurse) loop end
+		body(cat([]byte{0x02, 0x40, 0x0c, 0, 0x03, 0x40, 0x0b, 0x0b}, recurse(3), []byte{0x0b})...),       // skipfirst: block br 0 loop end end (recurse)
+		body(0x41, 1, 0x1a, 0x03, 0x40, 0x0b, 0x0b),                                                       // once: i32.const 1 drop loop end
+		body(0x01, 0x0b), // leaf: nop
 	)),
 )
 
