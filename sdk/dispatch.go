@@ -125,7 +125,8 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 	if !valid {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: not valid JSON", export)
 	}
-	if !objectOrNull(input) {
+	// An object, or null, which encoding/json would decode as an object without fields.
+	if input = bytes.TrimLeft(input, " \t\r\n"); input[0] != '{' && input[0] != 'n' {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: not a JSON object", export)
 	}
 	name, ok := unquote(toolValue)
@@ -148,7 +149,7 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 		ctx = context.WithValue(ctx, resumedKey{}, md)
 	}
 	var output any
-	err := protect(fmt.Sprintf("tool %q", name), func() error {
+	err := protect("tool", name, func() error {
 		var err error
 		output, err = t.call(ctx, in)
 		return err
@@ -215,13 +216,6 @@ func unquote(v []byte) (string, bool) {
 	return s, err == nil
 }
 
-// objectOrNull reports whether the valid JSON value b is an object or null (which
-// encoding/json decodes as an object without fields).
-func objectOrNull(b []byte) bool {
-	b = bytes.TrimLeft(b, " \t\r\n")
-	return len(b) > 0 && (b[0] == '{' || b[0] == 'n')
-}
-
 func (r *registry) generate(input []byte) (any, error) {
 	var in plugin.GenerateInput
 	if err := decodeInput(plugin.ExportGenerate, input, &in); err != nil {
@@ -239,7 +233,7 @@ func (r *registry) generate(input []byte) (any, error) {
 	}
 	var resp *abi.GenerateResponse
 	ctx := context.WithValue(context.Background(), streamingKey{}, in.Stream)
-	err := protect(fmt.Sprintf("model %q", in.Model), func() error {
+	err := protect("model", in.Model, func() error {
 		var err error
 		resp, err = m.fn(ctx, in.Request)
 		return err
@@ -269,7 +263,7 @@ func (r *registry) handle(input []byte) (any, error) {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: unknown hook point %q", plugin.ExportHandle, in.Point)
 	}
 	var d *abi.Directive
-	err := protect(fmt.Sprintf("handler %q", in.Handler), func() error {
+	err := protect("handler", in.Handler, func() error {
 		var err error
 		d, err = h.fn(context.Background(), &in)
 		return err
@@ -286,11 +280,13 @@ func (r *registry) handle(input []byte) (any, error) {
 	return d, nil
 }
 
-// protect runs f, turning a panic into an internal error naming what panicked (the
-// stack goes to the host's log).
-func protect(what string, f func() error) (err error) {
+// protect runs f, turning a panic into an internal error naming what panicked, the
+// kind's member name (the stack goes to the host's log). The name is formatted only
+// then, not on every call.
+func protect(kind, name string, f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			what := fmt.Sprintf("%s %q", kind, name)
 			Log(plugin.LogError, fmt.Sprintf("%s panicked: %v\n%s", what, p, debug.Stack()))
 			err = abi.Errorf(abi.CodeInternal, "%s panicked: %v", what, p)
 		}

@@ -421,6 +421,17 @@ func TestRawToolInput(t *testing.T) {
 	}
 }
 
+// TestRawToolInputAfterSpace: the tool's input is found where it is when the call
+// begins with white space, which gjson's offsets do not count.
+func TestRawToolInputAfterSpace(t *testing.T) {
+	r := testRegistry()
+	addTool(r, "raw", "Echoes its input.", func(_ context.Context, in json.RawMessage) (json.RawMessage, error) { return in, nil })
+	out, aerr := r.dispatch(plugin.ExportCallTool, []byte("\n\t {\"tool\":\"raw\",\"input\":[1, 2]}"))
+	if aerr != nil || string(out) != `{"output":[1,2]}` {
+		t.Errorf("output = %s, %v; want {\"output\":[1,2]}", out, aerr)
+	}
+}
+
 // TestToolCallEnvelope checks the call's own fields as the SDK reads them; of a
 // repeated key the first counts (the host never repeats one).
 func TestToolCallEnvelope(t *testing.T) {

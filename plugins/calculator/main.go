@@ -50,19 +50,32 @@ func calc(_ context.Context, in Input) (Output, error) {
 	if len(expr) > maxExpression {
 		return Output{}, abi.Errorf(abi.CodeInvalidInput, "expression: longer than %d bytes", maxExpression)
 	}
-	tree, err := parser.ParseExpr(expr)
-	if err != nil {
-		return Output{}, abi.Errorf(abi.CodeInvalidInput, "expression: %s", parseMessage(err))
+	if f, ok := quickEval(expr); ok {
+		return Output{Value: f, Expression: expr}, nil
 	}
-	v, err := eval(tree)
+	f, err := evalExpr(expr)
 	if err != nil {
 		return Output{}, err
 	}
+	return Output{Value: f, Expression: expr}, nil
+}
+
+// evalExpr evaluates any expression, or says what is wrong with it: parsed as Go by
+// go/parser, computed exactly by go/constant.
+func evalExpr(expr string) (float64, error) {
+	tree, err := parser.ParseExpr(expr)
+	if err != nil {
+		return 0, abi.Errorf(abi.CodeInvalidInput, "expression: %s", parseMessage(err))
+	}
+	v, err := eval(tree)
+	if err != nil {
+		return 0, err
+	}
 	f, _ := constant.Float64Val(v)
 	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return Output{}, abi.Errorf(abi.CodeInvalidInput, "expression: the result is out of range")
+		return 0, abi.Errorf(abi.CodeInvalidInput, "expression: the result is out of range")
 	}
-	return Output{Value: f, Expression: expr}, nil
+	return f, nil
 }
 
 // parseMessage drops go/parser's "1:" line prefix: an expression is one line.

@@ -4,18 +4,19 @@
 //
 // The rewritten module has:
 //
-//   - a countdown, a new mutable i32 global, decremented at the start of every
-//     function and at the header of every loop (a load, a subtraction, a store and a
-//     branch, compiled inline): every YieldEvery passes it calls the function it
-//     imports as YieldModule.YieldName, which the host implements in Go. wazero's
-//     compiled code cannot be preempted by Go's scheduler, so without these calls a
-//     guest looping without calling the host would hold its thread from every garbage
-//     collection's stop-the-world, and the whole process with it;
+//   - a countdown, a new mutable i32 global, decremented at the header of every loop
+//     and at the start of every function that may call another before its first loop
+//     header (a load, a subtraction, a store and a branch, compiled inline): every
+//     YieldEvery passes it calls the function it imports as YieldModule.YieldName,
+//     which the host implements in Go. wazero's compiled code cannot be preempted by
+//     Go's scheduler, so without these calls a guest looping without calling the host
+//     would hold its thread from every garbage collection's stop-the-world, and the
+//     whole process with it;
 //   - a stop global, another new one, exported as StopExport and read after each call
 //     of yield: when the host has set it to a non-zero value, the guest traps
-//     (unreachable), at most YieldEvery function calls or loop iterations after it was
-//     set. Reading it at every pass instead costs a load and a branch more there;
-//     BENCHMARKS.md has the difference;
+//     (unreachable), at most YieldEvery checks (loop iterations, function calls) after
+//     it was set. Reading it at every pass instead costs a load and a branch more
+//     there; BENCHMARKS.md has the difference;
 //   - no start section: the start function is exported as StartExport instead, so the
 //     host runs it after instantiation, when the stop global can already be set (a
 //     start function that loops would otherwise hold the instantiation);
@@ -52,10 +53,10 @@ const (
 )
 
 // The function the rewritten module imports, of type () -> (), and how often it calls
-// it: once every YieldEvery function entries and loop headers. A call costs an exit to
-// Go (tens of nanoseconds); a pass between two checks is at least a few instructions,
-// so the guest loses well under a tenth of its time, and a collection waits for it a
-// few microseconds.
+// it: once every YieldEvery checks (loop headers, and the function entries that need
+// one). A call costs an exit to Go (tens of nanoseconds); a pass between two checks is
+// at least a few instructions, so the guest loses well under a tenth of its time, and a
+// collection waits for it a few microseconds.
 const (
 	YieldModule = "terrarium"
 	YieldName   = "yield"
@@ -64,7 +65,7 @@ const (
 
 // Version names what Rewrite writes; it changes whenever that does, so that rewrites
 // kept on disk by an earlier version are not taken for this one's.
-const Version = "4"
+const Version = "7"
 
 // ErrInvalid is wrapped by the errors of modules the rewriter cannot read: not
 // WebAssembly, truncated, or using an instruction or type outside what the host
@@ -521,11 +522,11 @@ func Interface(wasm []byte) (imports []Import, exports []string, err error) {
 // table, memory, tag, global, export, start, element, data count, code, data.
 var sectionOrder = map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
 
-// checks is the code run at every function entry and loop header: count down, and at
-// zero start again, call yield and, if the stop global is set, trap. Checking the stop
-// global only there, rather than at every check, leaves each check a load, a
-// subtraction, a store and a branch; a guest runs at most YieldEvery checks past its
-// stop.
+// checks is the code run at every loop header and at the function entries that need
+// one: count down, and at zero start again, call yield and, if the stop global is set,
+// trap. Checking the stop global only there, rather than at every check, leaves each
+// check a load, a subtraction, a store and a branch; a guest runs at most YieldEvery
+// checks past its stop.
 func checks(stop, countdown, yield uint32) []byte {
 	get := func(b []byte, g uint32) []byte { return binary.AppendUvarint(append(b, opGlobalGet), uint64(g)) }
 	set := func(b []byte, g uint32) []byte { return binary.AppendUvarint(append(b, opGlobalSet), uint64(g)) }
@@ -823,8 +824,9 @@ func rewriteCustom(body []byte, fn renumber) []byte {
 	return out
 }
 
-// rewriteCode appends the code section body with the checks inserted at the start of
-// every function body and after every loop instruction, and its functions renumbered.
+// rewriteCode appends the code section body with the checks inserted after every loop
+// instruction and at the start of the function bodies that need one
+// (entryCheckNeeded), and its functions renumbered.
 func rewriteCode(out, body, check []byte, fn renumber) ([]byte, error) {
 	r := reader{b: body}
 	n := r.u32()
@@ -860,7 +862,13 @@ func rewriteFunc(out, code, check []byte, fn renumber) ([]byte, error) {
 		return nil, fmt.Errorf("locals: %w", r.err)
 	}
 	out = append(out, code[:r.pos]...)
-	out = append(out, check...)
+	needed, err := entryCheckNeeded(r)
+	if err != nil {
+		return nil, err
+	}
+	if needed {
+		out = append(out, check...)
+	}
 	last := r.pos // code up to here is in out
 	for r.pos < len(code) {
 		op := r.byte()
@@ -884,6 +892,45 @@ func rewriteFunc(out, code, check []byte, fn renumber) ([]byte, error) {
 		return nil, r.err
 	}
 	return append(out, code[last:]...), nil
+}
+
+// Instructions entryCheckNeeded looks for, besides opLoop and opCall.
+const (
+	opIf           = 0x04
+	opBr           = 0x0c
+	opBrIf         = 0x0d
+	opBrTable      = 0x0e
+	opReturn       = 0x0f
+	opCallIndirect = 0x11
+)
+
+// entryCheckNeeded reports whether a function, whose body r is at, needs a check at
+// its entry. The entry's check is there to break recursion, a cycle through calls
+// without loops. A function needs none when it reaches a loop header before any branch
+// or call, as then every entry passes that loop's check first, or when it calls
+// nothing, so that it cannot recurse and runs a bounded stretch of code (forward
+// branches, and loops with their own checks) before it returns. Either way every
+// cycle a guest can run still passes a check, so a stop is still seen within
+// YieldEvery checks. Go's compiler opens every function that calls another with a few
+// moves and then blocks and a loop (its resumption points): a Go guest passes one
+// check per call instead of two, and none in a leaf.
+func entryCheckNeeded(r reader) (bool, error) {
+	straight := true // no branch yet: every entry reaches the instruction read
+	for r.pos < len(r.b) && r.err == nil {
+		op := r.byte()
+		switch op {
+		case opCall, opCallIndirect:
+			return true, nil
+		case opLoop:
+			if straight {
+				return false, nil
+			}
+		case opIf, opBr, opBrIf, opBrTable, opReturn:
+			straight = false
+		}
+		r.immediates(op)
+	}
+	return false, r.err
 }
 
 // reader decodes the binary format. The first error sticks: later reads return

@@ -486,3 +486,80 @@ func calculator(b *testing.B) []byte {
 	}
 	return wasm
 }
+
+// recursers exports three functions of (i64) -> () that recurse 2^n calls deep and
+// wide without a loop on their way, and two of () -> (): looprec opens with a move and
+// a loop and recurses inside it (the shape of a Go function), its loop header's check
+// being the only one it needs; callfirst recurses before its loop and skipfirst
+// branches over its loop before recursing, so both need a check at their entry; once
+// runs a loop's header once, and leaf does nothing.
+var recursers = module(
+	section(1, vec([]byte{0x60, 0, 0}, []byte{0x60, 1, 0x7e, 0})),    // types: () -> (), (i64) -> ()
+	section(2, vec(cat(name("env"), name("started"), []byte{0, 0}))), // import func 0: env.started
+	section(3, vec([]byte{1}, []byte{1}, []byte{1}, []byte{0}, []byte{0})),
+	section(7, vec(
+		cat(name("looprec"), []byte{0, 1}), cat(name("callfirst"), []byte{0, 2}), cat(name("skipfirst"), []byte{0, 3}),
+		cat(name("once"), []byte{0, 4}), cat(name("leaf"), []byte{0, 5}),
+	)),
+	section(10, vec(
+		body(cat([]byte{0x20, 0, 0x1a, 0x02, 0x40, 0x03, 0x40}, recurse(1), []byte{0x0b, 0x0b, 0x0b})...), // looprec: local.get 0 drop block loop (recurse) end end
+		body(cat(recurse(2), []byte{0x03, 0x40, 0x0b, 0x0b})...),                                          // callfirst: (recurse) loop end
+		body(cat([]byte{0x02, 0x40, 0x0c, 0, 0x03, 0x40, 0x0b, 0x0b}, recurse(3), []byte{0x0b})...),       // skipfirst: block br 0 loop end end (recurse)
+		body(0x41, 1, 0x1a, 0x03, 0x40, 0x0b, 0x0b),                                                       // once: i32.const 1 drop loop end
+		body(0x01, 0x0b), // leaf: nop
+	)),
+)
+
+// recurse is the code of f(n): if n == 0 return; f(n-1); f(n-1).
+func recurse(f byte) []byte {
+	return []byte{0x20, 0, 0x50, 0x04, 0x40, 0x0f, 0x0b, 0x20, 0, 0x42, 1, 0x7d, 0x10, f, 0x20, 0, 0x42, 1, 0x7d, 0x10, f}
+}
+
+// TestStopEndsRecursionPastSkippedEntryChecks: a function that needs no check at its
+// entry is still stopped when it recurses, and one that calls before its first loop
+// header (or may skip it) keeps its entry's check.
+func TestStopEndsRecursionPastSkippedEntryChecks(t *testing.T) {
+	for _, export := range []string{"looprec", "callfirst", "skipfirst"} {
+		t.Run(export, func(t *testing.T) {
+			inst := instantiate(t, recursers, func() {})
+			inst.stop.Set(1)
+			done := make(chan error, 1)
+			go func() {
+				_, err := inst.mod.ExportedFunction(export).Call(context.Background(), 40)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "unreachable") {
+					t.Errorf("%s: %v, want a trap", export, err)
+				}
+			case <-time.After(hangGuard):
+				t.Fatalf("%s still running %v after the stop global was set", export, hangGuard)
+			}
+		})
+	}
+}
+
+// TestEntryChecksOnlyWhereNeeded: a function opening with a loop passes one check per
+// call, not two, and one calling nothing passes none; counted by the yields of 1,500
+// calls, one every YieldEvery checks.
+func TestEntryChecksOnlyWhereNeeded(t *testing.T) {
+	for _, tc := range []struct {
+		export string
+		yields int
+	}{{"once", 1}, {"leaf", 0}} {
+		t.Run(tc.export, func(t *testing.T) {
+			yields := 0
+			inst := instantiateYielding(t, recursers, func() {}, func() { yields++ })
+			fn := inst.mod.ExportedFunction(tc.export)
+			for range 1500 {
+				if _, err := fn.Call(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if yields != tc.yields {
+				t.Errorf("%d yields in 1,500 calls, want %d", yields, tc.yields)
+			}
+		})
+	}
+}
