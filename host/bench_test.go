@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/constant"
@@ -189,53 +190,82 @@ func BenchmarkConcurrentToolCalls(b *testing.B) {
 	})
 }
 
-// BenchmarkEngines compares one tool call done natively in Go with the same tool as a
-// plugin through the host, on the native engine and on Extism's: the calculator, and
-// hostcheck's log (a JSON input, one host function) with 1 KiB and 1 MiB of text. The
-// variants take turns within each iteration, each going first in turn, so that the
-// load of a shared machine weighs on each alike; it reports each one's time per call
-// and the ratios between them.
+// BenchmarkEngines compares one tool call four ways: done natively in Go; as a plugin
+// through the host on the native engine and on Extism's; and the same module on bare
+// wazero (host.BareToolCall: uninstrumented, the envelope ready-made, nothing checked,
+// with the native engine's kernel, which the ABI needs). The cases are guestCases:
+// the calculator, a noop, hostcheck's log (a JSON input, one host function) with 1 KiB
+// and 1 MiB of text, and 1 MiB received raw. The variants take turns within each
+// iteration, each going first in turn, so that the load of a shared machine weighs on
+// each alike; it reports each one's time per call and the ratios between them.
 func BenchmarkEngines(b *testing.B) {
 	ctx := context.Background()
-	logNatively := agent.NewTool("log", "native log", func(ctx context.Context, in struct {
-		Text string `json:"text"`
-	}) (string, error) {
-		slog.New(slog.DiscardHandler).WarnContext(ctx, in.Text)
-		return "logged", nil
-	})
-	cases := []struct {
-		name, dir, tool string
-		input           map[string]any
-		native          agent.Tool
-	}{
-		{"calc", "../plugins/calculator", "calculator/calc", map[string]any{"expression": "(1.5 + 2) * -3 / 7"}, nativeCalc()},
-		{"log-1KiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<10)}, logNatively},
-		{"log-1MiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<20)}, logNatively},
+	natives := map[string]agent.Tool{
+		"calc": nativeCalc(),
+		"noop": agent.NewTool("noop", "native noop", func(context.Context, struct{}) (struct{}, error) { return struct{}{}, nil }),
+		"log": agent.NewTool("log", "native log", func(ctx context.Context, in struct {
+			Text string `json:"text"`
+		}) (string, error) {
+			slog.New(slog.DiscardHandler).WarnContext(ctx, in.Text)
+			return "logged", nil
+		}),
+		"raw": agent.NewTool("raw_length", "native raw length", func(_ context.Context, in json.RawMessage) (int, error) { return len(in), nil }),
 	}
-	for _, c := range cases {
+	for _, c := range guestCases {
 		b.Run(c.name, func(b *testing.B) {
-			tools := []agent.Tool{c.native}
+			wasm := benchWasm(b, c.dir)
+			calls := []func() error{toolCall(natives[strings.SplitN(c.name, "-", 2)[0]], c.input)}
+			var native *host.Plugin
 			for _, e := range engines {
 				h, r := newHost(&testing.T{}, host.WithEngine(e.engine))
 				defer h.Close(ctx)
-				if _, err := h.Load(ctx, benchWasm(b, c.dir), host.Manifest{MemoryPages: 1024}); err != nil {
+				p, err := h.Load(ctx, wasm, host.Manifest{MemoryPages: 1024})
+				if err != nil {
 					b.Fatal(err)
+				}
+				if native == nil {
+					native = p
 				}
 				tool, err := r.LookupTool(c.tool)
 				if err != nil {
 					b.Fatal(err)
 				}
-				tools = append(tools, tool)
+				calls = append(calls, toolCall(tool, c.input))
 			}
-			spent := runInTurns(b, tools, c.input)
+			_, tool, _ := strings.Cut(c.tool, "/")
+			calls = append(calls, host.BareToolCall(b, native, wasm, tool, c.input))
+			for _, call := range calls { // warm: each guest's heap grown
+				for range 100 {
+					if err := call(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			spent := host.TakeTurns(b, len(calls), func(v int) time.Duration {
+				start := time.Now()
+				if err := calls[v](); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			})
 			n := float64(b.N)
-			b.ReportMetric(float64(spent[0].Nanoseconds())/n/1e3, "µs/go")
-			b.ReportMetric(float64(spent[1].Nanoseconds())/n/1e3, "µs/native-engine")
-			b.ReportMetric(float64(spent[2].Nanoseconds())/n/1e3, "µs/extism-engine")
-			b.ReportMetric(float64(spent[1])/float64(spent[0]), "native-engine/go")
-			b.ReportMetric(float64(spent[2])/float64(spent[0]), "extism-engine/go")
+			names := []string{"go", "native-engine", "extism-engine", "wazero"}
+			for v, name := range names {
+				b.ReportMetric(float64(spent[v].Nanoseconds())/n/1e3, "µs/"+name)
+			}
+			b.ReportMetric(float64(spent[1])/float64(spent[3]), "native-engine/wazero")
+			b.ReportMetric(float64(spent[2])/float64(spent[3]), "extism-engine/wazero")
 			b.ReportMetric(float64(spent[2])/float64(spent[1]), "extism/native")
+			b.ReportMetric(float64(spent[1])/float64(spent[0]), "native-engine/go")
 		})
+	}
+}
+
+// toolCall returns a function running tool with input.
+func toolCall(tool agent.Tool, input any) func() error {
+	return func() error {
+		_, err := tool.Run(context.Background(), input)
+		return err
 	}
 }
 

@@ -42,6 +42,10 @@ import (
 type nativeEngine struct {
 	goHeapMemory bool // the linear memories are wazero's own, on the Go heap
 	copyData     bool // the module's data is copied into each instance, not mapped
+	// uninstrumented compiles the module as it is, without the countdown and stop
+	// checks: its calls cannot be stopped. It is the bare wazero the benchmarks compare
+	// the host with, and nothing else.
+	uninstrumented bool
 }
 
 func (nativeEngine) Name() string { return "native" }
@@ -51,9 +55,12 @@ func (nativeEngine) Name() string { return "native" }
 const preparedFile = "native-" + instrument.Version + ".wasm"
 
 func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.ModuleConfig) (engine.Module, error) {
-	prepared, err := prepare(wasm, cfg.CacheDir)
-	if err != nil {
-		return nil, err
+	prepared := &instrument.Result{Wasm: wasm}
+	if !e.uninstrumented {
+		var err error
+		if prepared, err = prepare(wasm, cfg.CacheDir); err != nil {
+			return nil, err
+		}
 	}
 	rc := wazero.NewRuntimeConfig().WithMemoryLimitPages(cfg.MemoryPages)
 	if cfg.Cache != nil {
@@ -65,6 +72,7 @@ func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.Modul
 		rt.Close(context.Background())
 		return nil, err
 	}
+	var err error
 	if m.guest, err = rt.CompileModule(ctx, prepared.Wasm); err != nil {
 		return fail(err)
 	}
@@ -324,7 +332,7 @@ func (i *nativeInstance) instantiate(ctx context.Context) error {
 			return err
 		}
 	}
-	i.stop = i.guest.ExportedGlobal(instrument.StopExport).(api.MutableGlobal)
+	i.stop, _ = i.guest.ExportedGlobal(instrument.StopExport).(api.MutableGlobal) // none if uninstrumented
 	i.exports = map[string]api.Function{}
 	// The start function, then WASI's initialization: a reactor's _initialize (Go's
 	// runtime and package initialization), or a command's constructors.

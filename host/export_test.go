@@ -1,7 +1,42 @@
 package host
 
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/terrarium-ai/terrarium/abi/plugin"
+	"github.com/terrarium-ai/terrarium/host/internal/engine"
+)
+
 // TakeTurns is takeTurns, for the benchmarks of package host_test.
 var TakeTurns = takeTurns
 
 // CPUTime is cpuTime, for the benchmarks of package host_test.
 var CPUTime = cpuTime
+
+// BareToolCall is the bare wazero of BenchmarkEngines: it compiles wasm, the module p
+// was loaded from, as it is (uninstrumented: its calls cannot be stopped) on wazero with
+// the native engine's kernel and p's host functions, and returns a function calling
+// tool with input on one warm instance, the envelope ready-made, nothing checked.
+func BareToolCall(tb testing.TB, p *Plugin, wasm []byte, tool string, input any) func() error {
+	ctx := context.Background()
+	envelope, err := json.Marshal(plugin.ToolInput{Tool: tool, Input: input})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, err := nativeEngine{uninstrumented: true}.Compile(ctx, wasm, engine.ModuleConfig{MemoryPages: p.manifest.MemoryPages, HostFuncs: p.host.hostFuncs()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { m.Close(ctx) })
+	inst, err := m.Instantiate(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bound := context.WithValue(ctx, bindingKey{}, &binding{plugin: p})
+	return func() error {
+		_, err := inst.Call(bound, plugin.ExportCallTool, envelope)
+		return err
+	}
+}
