@@ -34,40 +34,7 @@ var variantNames = [2]string{memoryVariants[0].name, memoryVariants[1].name}
 // heap and resident), and a call and Reset (against the reset before, on the Go heap:
 // the whole snapshot copied back). The variants take turns within each iteration.
 func BenchmarkLinearMemory(b *testing.B) {
-	ctx := context.Background()
-	calls := []struct {
-		name, dir, tool string
-		input           map[string]any
-	}{
-		{"calc", "../plugins/calculator", "calculator/calc", map[string]any{"expression": "(1.5 + 2) * -3 / 7"}},
-		{"log-1KiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<10)}},
-		{"log-1MiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<20)}},
-	}
-	for _, c := range calls {
-		b.Run("call/"+c.name, func(b *testing.B) {
-			var tools []agent.Tool
-			for _, v := range memoryVariants {
-				tools = append(tools, benchTool(b, v.engine, c.dir, c.tool, 1))
-			}
-			report(b, variantNames, takeTurns(b, 2, func(v int) time.Duration {
-				start := time.Now()
-				if _, err := tools[v].Run(ctx, c.input); err != nil {
-					b.Fatal(err)
-				}
-				return time.Since(start)
-			}))
-		})
-	}
-	b.Run("first-1000-calls/calc", func(b *testing.B) {
-		var ps []*Plugin
-		for _, v := range memoryVariants {
-			ps = append(ps, loadForBench(b, Manifest{MemoryPages: 1024}, WithEngine(v.engine)))
-		}
-		input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
-		report(b, variantNames, takeTurns(b, 2, func(v int) time.Duration {
-			return firstCalls(b, ps[v], 1000, input)
-		}))
-	})
+	compareCalls(b, [2]nativeEngine{memoryVariants[0].engine, memoryVariants[1].engine}, variantNames, true)
 	for _, v := range memoryVariants {
 		b.Run("warm-instance/"+v.name, func(b *testing.B) { warmMemory(b, v.engine, Manifest{}) })
 	}
@@ -119,41 +86,9 @@ func BenchmarkLinearMemory(b *testing.B) {
 // call. warm-instance/reserved and warm-instance/reserved-data-copied of
 // BenchmarkLinearMemory compare their memory.
 func BenchmarkSharedData(b *testing.B) {
-	ctx := context.Background()
 	variants := [2]nativeEngine{{}, {copyData: true}}
 	names := [2]string{"mapped", "copied"}
-	calls := []struct {
-		name, dir, tool string
-		input           map[string]any
-	}{
-		{"calc", "../plugins/calculator", "calculator/calc", map[string]any{"expression": "(1.5 + 2) * -3 / 7"}},
-		{"log-1KiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<10)}},
-	}
-	for _, c := range calls {
-		b.Run("call/"+c.name, func(b *testing.B) {
-			var tools []agent.Tool
-			for _, eng := range variants {
-				tools = append(tools, benchTool(b, eng, c.dir, c.tool, 1))
-			}
-			report(b, names, takeTurns(b, 2, func(v int) time.Duration {
-				start := time.Now()
-				if _, err := tools[v].Run(ctx, c.input); err != nil {
-					b.Fatal(err)
-				}
-				return time.Since(start)
-			}))
-		})
-	}
-	b.Run("first-1000-calls/calc", func(b *testing.B) {
-		var ps []*Plugin
-		for _, eng := range variants {
-			ps = append(ps, loadForBench(b, Manifest{MemoryPages: 1024}, WithEngine(eng)))
-		}
-		input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
-		report(b, names, takeTurns(b, 2, func(v int) time.Duration {
-			return firstCalls(b, ps[v], 1000, input)
-		}))
-	})
+	compareCalls(b, variants, names, false)
 	b.Run("reset", func(b *testing.B) {
 		var insts []*nativeInstance
 		var ctxs []context.Context
@@ -171,6 +106,50 @@ func BenchmarkSharedData(b *testing.B) {
 				b.Fatal(err)
 			}
 			return time.Since(start)
+		}))
+	})
+}
+
+// compareCalls compares two variants of the native engine side by side, taking turns
+// within each iteration: tool calls on a warm instance (calc, log of 1 KiB and, if
+// large, of 1 MiB), and the first thousand calc calls of a new instance (while a Go
+// guest's heap grows).
+func compareCalls(b *testing.B, engines [2]nativeEngine, names [2]string, large bool) {
+	ctx := context.Background()
+	calls := []struct {
+		name, dir, tool string
+		input           map[string]any
+	}{
+		{"calc", "../plugins/calculator", "calculator/calc", map[string]any{"expression": "(1.5 + 2) * -3 / 7"}},
+		{"log-1KiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<10)}},
+	}
+	if large {
+		calls = append(calls, calls[1])
+		calls[2].name, calls[2].input = "log-1MiB", map[string]any{"text": strings.Repeat("x", 1<<20)}
+	}
+	for _, c := range calls {
+		b.Run("call/"+c.name, func(b *testing.B) {
+			var tools []agent.Tool
+			for _, eng := range engines {
+				tools = append(tools, benchTool(b, eng, c.dir, c.tool, 1))
+			}
+			report(b, names, takeTurns(b, 2, func(v int) time.Duration {
+				start := time.Now()
+				if _, err := tools[v].Run(ctx, c.input); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			}))
+		})
+	}
+	b.Run("first-1000-calls/calc", func(b *testing.B) {
+		var ps []*Plugin
+		for _, eng := range engines {
+			ps = append(ps, loadForBench(b, Manifest{MemoryPages: 1024}, WithEngine(eng)))
+		}
+		input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
+		report(b, names, takeTurns(b, 2, func(v int) time.Duration {
+			return firstCalls(b, ps[v], 1000, input)
 		}))
 	})
 }
