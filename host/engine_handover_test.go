@@ -29,7 +29,7 @@ func handOverGuest(body ...byte) []byte {
 	exports = name(exports, "memory")
 	exports = append(exports, 2, 0)
 	f0 := append(append([]byte{0}, body...), 0x0b) // no locals, body, end
-	f1 := []byte{0, 0x41, 0, 0x0b}                  // i32.const 0, end
+	f1 := []byte{0, 0x41, 0, 0x0b}                 // i32.const 0, end
 	code := append(binary.AppendUvarint([]byte{2}, uint64(len(f0))), f0...)
 	code = append(binary.AppendUvarint(code, uint64(len(f1))), f1...)
 
