@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -151,5 +152,34 @@ func TestSDKTakesTheHandedOverInputOnce(t *testing.T) {
 	inst.inputBuffer = nil // a host that does not hand the input over
 	if got, err := inst.Call(ctx, plugin.ExportCallTool, b); err != nil || !bytes.Equal(got, wantB) {
 		t.Errorf("the next call, not handed over: %.40q..., %v; want %.40q...", got, err, wantB)
+	}
+}
+
+// BenchmarkHandOver measures a call of hostcheck's raw_length with inputs of a few
+// sizes, read through the kernel or handed over whatever the size: where the two
+// meet is where handOverMin belongs.
+func BenchmarkHandOver(b *testing.B) {
+	for _, size := range []int{1 << 10, 4 << 10, 16 << 10, 64 << 10} {
+		input, _ := json.Marshal(plugin.ToolInput{Tool: "raw_length", Input: strings.Repeat("x", size)})
+		for _, handOver := range []bool{false, true} {
+			name := map[bool]string{false: "kernel", true: "handover"}[handOver]
+			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, name), func(b *testing.B) {
+				inst, ctx := newInstanceOn(b, nativeEngine{}, "testdata/hostcheck", false, nil)
+				b.SetBytes(int64(len(input)))
+				for b.Loop() {
+					if err := inst.kernel.begin(input); err != nil {
+						b.Fatal(err)
+					}
+					if handOver {
+						if err := inst.handOver(ctx, input); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if rc, err := inst.run(ctx, plugin.ExportCallTool); err != nil || rc != 0 {
+						b.Fatal(rc, err)
+					}
+				}
+			})
+		}
 	}
 }

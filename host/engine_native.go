@@ -478,7 +478,7 @@ func (i *nativeInstance) Call(ctx context.Context, export string, input []byte) 
 // handOverMin is the smallest input handed over to a guest's terrarium_input_buffer:
 // below it, the export's call costs a Go guest more than reading the input through
 // the kernel, eight bytes a call (BENCHMARKS.md, "Plugins: the input in one copy").
-const handOverMin = 16 << 10
+const handOverMin = 4 << 10
 
 // handOver writes input into the guest's own memory, at the address its
 // terrarium_input_buffer gives for it (ABI.md, section 2), under the call's context as
