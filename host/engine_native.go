@@ -476,8 +476,9 @@ func (i *nativeInstance) Call(ctx context.Context, export string, input []byte) 
 }
 
 // handOverMin is the smallest input handed over to a guest's terrarium_input_buffer:
-// below it, the export's call costs a Go guest more than reading the input through
-// the kernel, eight bytes a call (BENCHMARKS.md, "Plugins: the input in one copy").
+// the extra export call costs a Go guest about what reading 1 KiB through the kernel,
+// eight bytes a call, does; from 4 KiB the hand-over is clearly faster (BENCHMARKS.md,
+// "Plugins: the input in one copy").
 const handOverMin = 4 << 10
 
 // handOver writes input into the guest's own memory, at the address its
