@@ -25,6 +25,15 @@ func tool(name string, input any) rawCall {
 	return rawCall{plugin.ExportCallTool, plugin.ToolInput{Tool: name, Input: input}}
 }
 
+// largeInput is an input of 256 KiB, its bytes varied so that a misplaced piece shows.
+var largeInput = func() []int {
+	v := make([]int, 64<<10)
+	for i := range v {
+		v[i] = i * 7919 % 1000
+	}
+	return v
+}()
+
 // differentialCases are the calls the engines must agree on: every first-party plugin
 // that needs no network, the host functions (through hostcheck, in a session), and
 // the faults of misbehave (but oom, whose time and stderr depend on the machine's load).
@@ -79,6 +88,11 @@ var differentialCases = []struct {
 		tool("secret", map[string]any{"text": "TOKEN"}),
 		tool("log", map[string]any{"text": "a line"}),
 		tool("http", map[string]any{"url": "http://192.0.2.1/"}), // not granted: refused before any connection
+		// Large enough that the native engine hands it over to the guest's memory
+		// (terrarium_input_buffer), which Extism's never does: both must read it whole.
+		tool("echo", largeInput),
+		tool("echo", "short"),
+		tool("echo", largeInput),
 	}},
 	{"testdata/misbehave", host.Manifest{Timeout: host.Duration{Duration: 2 * time.Second}, MemoryPages: 512}, []rawCall{
 		{plugin.ExportDescribe, nil},

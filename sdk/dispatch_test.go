@@ -377,7 +377,7 @@ func TestWasmNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(src)
-	for _, e := range []string{plugin.ExportDescribe, plugin.ExportGenerate, plugin.ExportCallTool, plugin.ExportHandle} {
+	for _, e := range []string{plugin.ExportDescribe, plugin.ExportGenerate, plugin.ExportCallTool, plugin.ExportHandle, plugin.ExportInputBuffer} {
 		if !strings.Contains(s, "//go:wasmexport "+e+"\n") {
 			t.Errorf("no //go:wasmexport %s", e)
 		}

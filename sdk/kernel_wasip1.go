@@ -5,8 +5,9 @@ package sdk
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sync"
-	_ "unsafe" // for go:linkname
+	"unsafe"
 
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
@@ -98,16 +99,40 @@ func hostLog(level int64, msg uint64) uint64
 // them against the abi constants.
 
 //go:wasmexport terrarium_describe
-func exportDescribe() int32 { return serve(wasmKernel{}, std, plugin.ExportDescribe) }
+func exportDescribe() int32 { return serveExport(plugin.ExportDescribe) }
 
 //go:wasmexport terrarium_generate
-func exportGenerate() int32 { return serve(wasmKernel{}, std, plugin.ExportGenerate) }
+func exportGenerate() int32 { return serveExport(plugin.ExportGenerate) }
 
 //go:wasmexport terrarium_call_tool
-func exportCallTool() int32 { return serve(wasmKernel{}, std, plugin.ExportCallTool) }
+func exportCallTool() int32 { return serveExport(plugin.ExportCallTool) }
 
 //go:wasmexport terrarium_handle
-func exportHandle() int32 { return serve(wasmKernel{}, std, plugin.ExportHandle) }
+func exportHandle() int32 { return serveExport(plugin.ExportHandle) }
+
+// serveExport serves an export. An input handed over for it (exportInputBuffer) is
+// for it alone: one it did not read is dropped, so no later call reads it.
+func serveExport(export string) int32 {
+	defer func() { handedOver = -1 }()
+	return serve(wasmKernel{}, std, export)
+}
+
+// exportInputBuffer hands the host inputBuffer, grown to length bytes, to write the
+// next export's input into in one copy rather than have the guest read it eight
+// bytes per kernel call (ABI.md, section 2). A length beyond a 32-bit memory is
+// declined (0): the input is then read through the kernel, as under hosts that never
+// call this.
+//
+//go:wasmexport terrarium_input_buffer
+func exportInputBuffer(length int64) int32 {
+	handedOver = -1
+	if length <= 0 || length > math.MaxInt32 {
+		return 0
+	}
+	growInputBuffer(uint64(length))
+	handedOver = length
+	return int32(uintptr(unsafe.Pointer(unsafe.SliceData(inputBuffer))))
+}
 
 // mainMain is the plugin's main function. A -buildmode=c-shared module is a WASI
 // reactor: its _initialize runs package initialization but not main, so the SDK runs
@@ -143,11 +168,25 @@ type wasmKernel struct{}
 // json.RawMessage), so nothing outlives the call in it.
 var inputBuffer []byte
 
-func (wasmKernel) input() []byte {
-	n := extismInputLength()
+// handedOver is the length of the input the host was handed inputBuffer for
+// (exportInputBuffer) and wrote there before the export now running, or -1 if none.
+// The export's input takes it, once.
+var handedOver int64 = -1
+
+func growInputBuffer(n uint64) {
 	if n > uint64(cap(inputBuffer)) {
 		inputBuffer = make([]byte, n)
 	}
+}
+
+func (wasmKernel) input() []byte {
+	n := extismInputLength()
+	filled := handedOver
+	handedOver = -1
+	if filled >= 0 && uint64(filled) == n {
+		return inputBuffer[:n]
+	}
+	growInputBuffer(n)
 	b := inputBuffer[:n]
 	var i uint64
 	for ; i+8 <= n; i += 8 {

@@ -22,6 +22,12 @@ const (
 	ExportHandle   = "terrarium_handle"
 )
 
+// ExportInputBuffer is an optional export, (i64 length) -> i32 address: the host may
+// call it before an export whose input is large, to write that input into the
+// plugin's own memory at the address returned, in one copy (ABI.md, section 2). A
+// plugin returning 0, or without it, reads its input through the kernel.
+const ExportInputBuffer = "terrarium_input_buffer"
+
 // The host functions a plugin may import from HostModule. Every one returns the offset
 // of a result block (see ResultOK); their parameters are described in ABI.md.
 const (

@@ -116,6 +116,9 @@ func main() {
 	// the least a call costs that receives its input without decoding it.
 	sdk.Tool("noop", "does nothing", func(ctx context.Context, _ Empty) (Empty, error) { return Empty{}, nil })
 	sdk.Tool("raw_length", "the length of the raw input", func(ctx context.Context, in json.RawMessage) (int, error) { return len(in), nil })
+	// echo answers with its input as it received it: what the host's tests compare the
+	// input they sent with.
+	sdk.Tool("echo", "the raw input back", func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) { return in, nil })
 	sdk.Tool("http", "http_request, http_read, http_close", func(ctx context.Context, in Fetch) (Result, error) {
 		var body []byte
 		if in.Body != "" {
