@@ -3,7 +3,6 @@ package host
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,63 +11,13 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/host/internal/engine"
+	"github.com/terrarium-ai/terrarium/host/internal/wasmtest"
 )
-
-// handOverGuest is a module of one page of memory, whose terrarium_input_buffer runs
-// body (ending with an i32 on the stack) and whose terrarium_call_tool returns 0.
-func handOverGuest(body ...byte) []byte {
-	name := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
-	section := func(out []byte, id byte, entries ...byte) []byte {
-		out = append(out, id)
-		return append(binary.AppendUvarint(out, uint64(len(entries))), entries...)
-	}
-	var exports []byte
-	exports = name(append(exports, 3), plugin.ExportInputBuffer)
-	exports = append(exports, 0, 0)
-	exports = name(exports, plugin.ExportCallTool)
-	exports = append(exports, 0, 1)
-	exports = name(exports, "memory")
-	exports = append(exports, 2, 0)
-	f0 := append(append([]byte{0}, body...), 0x0b) // no locals, body, end
-	f1 := []byte{0, 0x41, 0, 0x0b}                 // i32.const 0, end
-	code := append(binary.AppendUvarint([]byte{2}, uint64(len(f0))), f0...)
-	code = append(binary.AppendUvarint(code, uint64(len(f1))), f1...)
-
-	out := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
-	out = section(out, 1, 2, 0x60, 1, 0x7e, 1, 0x7f, 0x60, 0, 1, 0x7f) // (i64) -> i32, () -> i32
-	out = section(out, 3, 2, 0, 1)
-	out = section(out, 5, 1, 0, 1) // memory: at least one page
-	out = section(out, 7, exports...)
-	return section(out, 10, code...)
-}
-
-// returning is the body of a terrarium_input_buffer returning addr.
-func returning(addr int32) []byte {
-	b := []byte{0x41} // i32.const, then addr in signed LEB128
-	for {
-		c := byte(addr & 0x7f)
-		addr >>= 7
-		if addr == 0 && c&0x40 == 0 || addr == -1 && c&0x40 != 0 {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
 
 // handOverInstance instantiates a hand-made module on the native engine.
 func handOverInstance(t *testing.T, wasm []byte) *nativeInstance {
 	t.Helper()
-	ctx := context.Background()
-	mod, err := nativeEngine{}.Compile(ctx, wasm, engine.ModuleConfig{MemoryPages: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mod.Close(ctx) })
-	inst, err := mod.Instantiate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return inst.(*nativeInstance)
+	return compileInstance(t, nativeEngine{}, wasm, engine.ModuleConfig{MemoryPages: 16})
 }
 
 // TestHandOverWritesWhereTheGuestSays: an input of handOverMin bytes or more is
@@ -76,7 +25,7 @@ func handOverInstance(t *testing.T, wasm []byte) *nativeInstance {
 // a smaller one is not (the guest reads it through the kernel).
 func TestHandOverWritesWhereTheGuestSays(t *testing.T) {
 	const at = 1024
-	inst := handOverInstance(t, handOverGuest(returning(at)...))
+	inst := handOverInstance(t, wasmtest.InputBuffer(wasmtest.I32Const(at)...))
 	ctx := context.Background()
 	small := bytes.Repeat([]byte("s"), handOverMin-1)
 	if _, err := inst.Call(ctx, plugin.ExportCallTool, small); err != nil {
@@ -98,7 +47,7 @@ func TestHandOverWritesWhereTheGuestSays(t *testing.T) {
 // guest's memory is the plugin's fault, named, and nothing is written.
 func TestHandOverBeyondTheMemoryFails(t *testing.T) {
 	const at = 65536 - 10 // one page: the input's end is past it
-	inst := handOverInstance(t, handOverGuest(returning(at)...))
+	inst := handOverInstance(t, wasmtest.InputBuffer(wasmtest.I32Const(at)...))
 	_, err := inst.Call(context.Background(), plugin.ExportCallTool, make([]byte, handOverMin))
 	if err == nil || !strings.Contains(err.Error(), plugin.ExportInputBuffer) || !strings.Contains(err.Error(), "beyond") {
 		t.Errorf("an address past the guest's memory: %v, want a fault naming %s", err, plugin.ExportInputBuffer)
@@ -109,7 +58,7 @@ func TestHandOverBeyondTheMemoryFails(t *testing.T) {
 // in any of its code, once the call's context has ended.
 func TestHandOverIsStoppable(t *testing.T) {
 	// loop, br 0, end, i32.const 0
-	inst := handOverInstance(t, handOverGuest(0x03, 0x40, 0x0c, 0, 0x0b, 0x41, 0))
+	inst := handOverInstance(t, wasmtest.InputBuffer(0x03, 0x40, 0x0c, 0, 0x0b, 0x41, 0))
 	ctx := &polledContext{Context: context.Background(), never: make(chan struct{})}
 	ctx.polls.Store(100)
 	_, err := inst.Call(ctx, plugin.ExportCallTool, make([]byte, handOverMin))

@@ -24,6 +24,23 @@ func newNativeInstance(t *testing.T, dir string, resettable bool, edit func([]en
 	return newInstanceOn(t, nativeEngine{}, dir, resettable, edit)
 }
 
+// compileInstance compiles wasm on eng with cfg, its module closed when the test ends,
+// and returns a new instance of it.
+func compileInstance(t testing.TB, eng nativeEngine, wasm []byte, cfg engine.ModuleConfig) *nativeInstance {
+	t.Helper()
+	ctx := context.Background()
+	mod, err := eng.Compile(ctx, wasm, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Close(ctx) })
+	inst, err := mod.Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inst.(*nativeInstance)
+}
+
 // newInstanceOn is newNativeInstance on the native engine eng.
 func newInstanceOn(t testing.TB, eng nativeEngine, dir string, resettable bool, edit func([]engine.HostFunc)) (*nativeInstance, context.Context) {
 	t.Helper()
@@ -44,20 +61,12 @@ func newInstanceOn(t testing.TB, eng nativeEngine, dir string, resettable bool, 
 	if cfg.Cache, cfg.CacheDir, err = h.cache.forModule(eng.Name(), sha256Hex(data)); err != nil {
 		t.Fatal(err)
 	}
-	mod, err := eng.Compile(ctx, data, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mod.Close(ctx) })
-	inst, err := mod.Instantiate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inst := compileInstance(t, eng, data, cfg)
 	ctx = context.WithValue(ctx, bindingKey{}, &binding{plugin: &Plugin{}}) // no grants
 	if _, err := inst.Call(ctx, plugin.ExportDescribe, nil); err != nil {
 		t.Fatal(err)
 	}
-	return inst.(*nativeInstance), ctx
+	return inst, ctx
 }
 
 // resettableCalculator is a resettable instance of the calculator plugin.

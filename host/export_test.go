@@ -25,15 +25,7 @@ func BareToolCall(tb testing.TB, p *Plugin, wasm []byte, tool string, input any)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, err := nativeEngine{uninstrumented: true}.Compile(ctx, wasm, engine.ModuleConfig{MemoryPages: p.manifest.MemoryPages, HostFuncs: p.host.hostFuncs()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { m.Close(ctx) })
-	inst, err := m.Instantiate(ctx)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	inst := compileInstance(tb, nativeEngine{uninstrumented: true}, wasm, engine.ModuleConfig{MemoryPages: p.manifest.MemoryPages, HostFuncs: p.host.hostFuncs()})
 	bound := context.WithValue(ctx, bindingKey{}, &binding{plugin: p})
 	return func() error {
 		_, err := inst.Call(bound, plugin.ExportCallTool, envelope)

@@ -118,3 +118,30 @@ func sleb(b []byte, v int64) []byte {
 		b = append(b, c|0x80)
 	}
 }
+
+// InputBuffer returns a module of one page of memory (exported) whose
+// terrarium_input_buffer, of type (i64) -> i32, runs body, which must leave an i32 on
+// the stack, and whose terrarium_call_tool returns 0.
+func InputBuffer(body ...byte) []byte {
+	var exports []byte
+	exports = name(append(exports, 3), "terrarium_input_buffer")
+	exports = append(exports, 0, 0)
+	exports = name(exports, "terrarium_call_tool")
+	exports = append(exports, 0, 1)
+	exports = name(exports, "memory")
+	exports = append(exports, 2, 0)
+	f0 := append(append([]byte{0}, body...), 0x0b) // no locals, body, end
+	f1 := []byte{0, 0x41, 0, 0x0b}                 // i32.const 0, end
+	code := append(binary.AppendUvarint([]byte{2}, uint64(len(f0))), f0...)
+	code = append(binary.AppendUvarint(code, uint64(len(f1))), f1...)
+
+	out := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	out = section(out, 1, []byte{2, 0x60, 1, 0x7e, 1, 0x7f, 0x60, 0, 1, 0x7f}) // (i64) -> i32, () -> i32
+	out = section(out, 3, []byte{2, 0, 1})
+	out = section(out, 5, []byte{1, 0, 1}) // one memory of at least one page
+	out = section(out, 7, exports)
+	return section(out, 10, code)
+}
+
+// I32Const is the instruction i32.const v.
+func I32Const(v int32) []byte { return sleb([]byte{0x41}, int64(v)) }
