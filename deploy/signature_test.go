@@ -14,10 +14,7 @@ import (
 // TestDeploymentRequiresSignatures loads a .wasm with and without its .sig beside it
 // from a deployment whose host trusts one key.
 func TestDeploymentRequiresSignatures(t *testing.T) {
-	module, err := os.ReadFile(pluginbuild.ForTest(t, "../plugins/offline"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	module := pluginbuild.WasmForTest(t, "../plugins/offline")
 	pub, priv, err := host.GenerateKey()
 	if err != nil {
 		t.Fatal(err)

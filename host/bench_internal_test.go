@@ -30,14 +30,7 @@ func loadForBench(b *testing.B, m Manifest, opts ...Option) *Plugin {
 // and returns it and the host's registry.
 func benchPlugin(b testing.TB, dir string, m Manifest, opts ...Option) (*Plugin, *agent.Registry) {
 	b.Helper()
-	path, err := pluginbuild.Build(context.Background(), dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
+	data := pluginbuild.WasmForTest(b, dir)
 	r := agent.NewRegistry()
 	h, err := New(r, append([]Option{WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	if err != nil {
@@ -115,14 +108,8 @@ func warmInstanceMemory(b *testing.B, e Engine) {
 // then the whole Load into a new host.
 func BenchmarkColdStartSteps(b *testing.B) {
 	ctx := context.Background()
-	path, err := pluginbuild.Build(ctx, "../plugins/calculator")
-	if err != nil {
-		b.Fatal(err)
-	}
-	wasm, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
+	path := pluginbuild.ForTest(b, "../plugins/calculator")
+	wasm := pluginbuild.WasmForTest(b, "../plugins/calculator")
 	cacheDir := b.TempDir()
 	newHost := func(b *testing.B) *Host {
 		h, err := New(agent.NewRegistry(), WithLogger(slog.New(slog.DiscardHandler)), WithCompilationCache(cacheDir))

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"testing"
 
@@ -44,10 +43,7 @@ func compileInstance(t testing.TB, eng nativeEngine, wasm []byte, cfg engine.Mod
 // newInstanceOn is newNativeInstance on the native engine eng.
 func newInstanceOn(t testing.TB, eng nativeEngine, dir string, resettable bool, edit func([]engine.HostFunc)) (*nativeInstance, context.Context) {
 	t.Helper()
-	data, err := os.ReadFile(pluginbuild.ForTest(t, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := pluginbuild.WasmForTest(t, dir)
 	h, err := New(agent.NewRegistry(), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

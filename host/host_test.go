@@ -40,10 +40,7 @@ func wasm(t *testing.T, dir string) []byte {
 	if b, ok := wasmCache[dir]; ok {
 		return b
 	}
-	b, err := os.ReadFile(pluginbuild.ForTest(t, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := pluginbuild.WasmForTest(t, dir)
 	wasmCache[dir] = b
 	return b
 }
@@ -495,15 +492,7 @@ func TestHostFunctionsHTTP(t *testing.T) {
 // benchWasm is wasm for benchmarks.
 func benchWasm(b *testing.B, dir string) []byte {
 	b.Helper()
-	path, err := pluginbuild.Build(context.Background(), dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return data
+	return pluginbuild.WasmForTest(b, dir)
 }
 
 // bareCacheDir is the compilation cache of the bare Extism benchmarks: an entry of the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
 	"testing"
 
@@ -16,15 +15,7 @@ import (
 // calculatorWasm returns the calculator plugin's module.
 func calculatorWasm(b *testing.B) []byte {
 	b.Helper()
-	path, err := pluginbuild.Build(context.Background(), "../plugins/calculator")
-	if err != nil {
-		b.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return data
+	return pluginbuild.WasmForTest(b, "../plugins/calculator")
 }
 
 // BenchmarkPluginIsolation compares one call of the calculator tool under each

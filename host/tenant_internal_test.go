@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"log/slog"
-	"os"
 	"testing"
 
 	"github.com/terrarium-ai/terrarium/agent"
@@ -12,10 +11,7 @@ import (
 
 // A module is compiled once for a host and its views, and closed with its last user.
 func TestViewsShareCompiledModules(t *testing.T) {
-	data, err := os.ReadFile(pluginbuild.ForTest(t, "../plugins/calculator"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := pluginbuild.WasmForTest(t, "../plugins/calculator")
 	h, err := New(agent.NewRegistry(), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

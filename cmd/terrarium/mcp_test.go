@@ -30,10 +30,7 @@ func pluginDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, p := range []string{"../../plugins/calculator", "../../plugins/clock", "../../mcp/testdata/slow"} {
-		wasm, err := os.ReadFile(pluginbuild.ForTest(t, p))
-		if err != nil {
-			t.Fatal(err)
-		}
+		wasm := pluginbuild.WasmForTest(t, p)
 		if err := os.WriteFile(filepath.Join(dir, filepath.Base(p)+".wasm"), wasm, 0o644); err != nil {
 			t.Fatal(err)
 		}

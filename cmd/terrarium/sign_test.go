@@ -11,10 +11,7 @@ import (
 
 func TestPluginKeygenSignVerify(t *testing.T) {
 	dir := t.TempDir()
-	module, err := os.ReadFile(pluginbuild.ForTest(t, "../../plugins/offline"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	module := pluginbuild.WasmForTest(t, "../../plugins/offline")
 	wasm := filepath.Join(dir, "offline.wasm")
 	if err := os.WriteFile(wasm, module, 0o644); err != nil {
 		t.Fatal(err)

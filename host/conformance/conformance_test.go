@@ -3,7 +3,6 @@ package conformance_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +17,7 @@ import (
 
 func wasm(t *testing.T, dir string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(pluginbuild.ForTest(t, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return pluginbuild.WasmForTest(t, dir)
 }
 
 func TestFirstPartyPluginsConform(t *testing.T) {

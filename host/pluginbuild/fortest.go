@@ -1,6 +1,9 @@
 package pluginbuild
 
-import "context"
+import (
+	"context"
+	"os"
+)
 
 // TB is the part of testing.TB that ForTest uses.
 type TB interface {
@@ -18,4 +21,16 @@ func ForTest(t TB, dir string, opts ...Option) string {
 		t.Fatalf("%v", err)
 	}
 	return path
+}
+
+// WasmForTest builds the plugin in dir as ForTest does and returns its module's bytes,
+// failing the test if the build or the read fails.
+func WasmForTest(t TB, dir string, opts ...Option) []byte {
+	t.Helper()
+	path := ForTest(t, dir, opts...)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the plugin built from %s: %v", dir, err)
+	}
+	return b
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -401,10 +400,7 @@ func TestRefusals(t *testing.T) {
 
 // TestGoPluginCompiles rewrites a real Go plugin and compiles it.
 func TestGoPluginCompiles(t *testing.T) {
-	wasm, err := os.ReadFile(pluginbuild.ForTest(t, "../../../plugins/calculator"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	wasm := pluginbuild.WasmForTest(t, "../../../plugins/calculator")
 	res, err := instrument.Rewrite(wasm)
 	if err != nil {
 		t.Fatal(err)
@@ -476,15 +472,7 @@ func BenchmarkData(b *testing.B) {
 
 // calculator returns the calculator plugin, built.
 func calculator(b *testing.B) []byte {
-	path, err := pluginbuild.Build(context.Background(), "../../../plugins/calculator")
-	if err != nil {
-		b.Fatal(err)
-	}
-	wasm, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return wasm
+	return pluginbuild.WasmForTest(b, "../../../plugins/calculator")
 }
 
 // recursers exports three functions of (i64) -> () that recurse 2^n calls deep and
