@@ -419,16 +419,11 @@ func TestRawToolInput(t *testing.T) {
 	if aerr != nil || string(out) != `{"output":6}` || string(kept) != `[1, 2]` {
 		t.Errorf("with leading whitespace: %s, %v, the tool's input %q", out, aerr, kept)
 	}
-}
-
-// TestRawToolInputAfterSpace: the tool's input is found where it is when the call
-// begins with white space, which gjson's offsets do not count.
-func TestRawToolInputAfterSpace(t *testing.T) {
-	r := testRegistry()
-	addTool(r, "raw", "Echoes its input.", func(_ context.Context, in json.RawMessage) (json.RawMessage, error) { return in, nil })
-	out, aerr := r.dispatch(plugin.ExportCallTool, []byte("\n\t {\"tool\":\"raw\",\"input\":[1, 2]}"))
+	// A raw input passed back out is the output, compacted.
+	addTool(r, "echo", "Echoes its input.", func(_ context.Context, in json.RawMessage) (json.RawMessage, error) { return in, nil })
+	out, aerr = r.dispatch(plugin.ExportCallTool, []byte("\n\t {\"tool\":\"echo\",\"input\":[1, 2]}"))
 	if aerr != nil || string(out) != `{"output":[1,2]}` {
-		t.Errorf("output = %s, %v; want {\"output\":[1,2]}", out, aerr)
+		t.Errorf("echoed after whitespace: %s, %v; want {\"output\":[1,2]}", out, aerr)
 	}
 }
 
