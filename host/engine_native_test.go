@@ -200,3 +200,25 @@ func TestCallEndingAfterItsContextFails(t *testing.T) {
 		t.Errorf("a guest returning after its context ended: %v, want %v", err, errTimedOut)
 	}
 }
+
+// TestUninstrumentedEngineIsTheSameModule: the bare wazero the benchmarks compare the
+// host with runs the module as it is (no stop global, so no countdown) and answers a
+// call as the instrumented module does.
+func TestUninstrumentedEngineIsTheSameModule(t *testing.T) {
+	input := []byte(`{"tool":"calc","input":{"expression":"(1.5 + 2) * -3 / 7"}}`)
+	var outs [2][]byte
+	for v, eng := range []nativeEngine{{}, {uninstrumented: true}} {
+		inst, ctx := newInstanceOn(t, eng, "../plugins/calculator", false, nil)
+		if instrumented := inst.stop != nil; instrumented == eng.uninstrumented {
+			t.Errorf("uninstrumented %v: the module has a stop global: %v", eng.uninstrumented, instrumented)
+		}
+		out, err := inst.Call(ctx, plugin.ExportCallTool, input)
+		if err != nil {
+			t.Fatalf("uninstrumented %v: %v", eng.uninstrumented, err)
+		}
+		outs[v] = out
+	}
+	if !bytes.Equal(outs[0], outs[1]) {
+		t.Errorf("uninstrumented %s, instrumented %s", outs[1], outs[0])
+	}
+}
