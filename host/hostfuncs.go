@@ -30,6 +30,8 @@ type binding struct {
 	// stream receives what the plugin streams: a chunk for models, a status for tools
 	// and handlers. Nil: streaming goes nowhere.
 	stream func(ctx context.Context, data []byte) error
+	// guest is the context the guest runs under.
+	guest guestContext
 	// stalled is set when the caller did not take a chunk before the call's deadline.
 	stalled bool
 	http    httpState
