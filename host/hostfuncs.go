@@ -75,7 +75,16 @@ func (b *binding) endContext() {
 
 type bindingKey struct{}
 
-func ok(payload []byte) []byte { return append([]byte{plugin.ResultOK}, payload...) }
+// okEmpty is the result of a function that succeeded with nothing to hand back. The
+// engines copy a result into the guest's memory, so one serves every call.
+var okEmpty = []byte{plugin.ResultOK}
+
+func ok(payload []byte) []byte {
+	if len(payload) == 0 {
+		return okEmpty
+	}
+	return append([]byte{plugin.ResultOK}, payload...)
+}
 
 func fail(code abi.ErrorCode, format string, args ...any) []byte {
 	b, _ := json.Marshal(abi.Errorf(code, format, args...))
