@@ -696,8 +696,8 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	pe, reported := errors.AsType[*pluginError](err)
 	p.pool.put(e, c, err != nil && !reported)
 	p.logs.reportDropped(p.host.log, p.desc.Name)
-	// The deadline passed, as whichever of the guest's context and the host
-	// functions' (each with its own timer) saw first.
+	// The deadline passed, as whichever of the guest's context (by the clock) and
+	// the host functions' (by its timer) saw first.
 	timedOut := errors.Is(guest.cause(), errTimedOut) || b.ctx != nil && errors.Is(context.Cause(b.ctx), errTimedOut)
 	switch {
 	case ctx.Err() != nil && !timedOut:
