@@ -217,6 +217,22 @@ func instanceOf(ctx context.Context) *nativeInstance {
 	return ctx.Value(instanceKey{}).(*nativeInstance)
 }
 
+// callContext is the context of a call of an instance's: the caller's, and the
+// instance for instanceOf. Each instance has one, set for each call, where
+// context.WithValue would make one a call.
+type callContext struct {
+	context.Context
+	i *nativeInstance
+}
+
+// Value returns the instance for instanceKey, the caller's value for any other key.
+func (c *callContext) Value(key any) any {
+	if key == (instanceKey{}) {
+		return c.i
+	}
+	return c.Context.Value(key)
+}
+
 type nativeModule struct {
 	rt           wazero.Runtime
 	guest        wazero.CompiledModule
@@ -282,6 +298,7 @@ type nativeInstance struct {
 
 	exports map[string]api.Function
 	stack   [1]uint64 // the exports' parameter and result: at most one of each
+	call    callContext
 	// inputBuffer is the guest's terrarium_input_buffer, nil if it has none (or one of
 	// another type): where Call writes a large input for the guest (handOver).
 	inputBuffer api.Function
@@ -383,7 +400,11 @@ func (i *nativeInstance) invoke(ctx context.Context, fn api.Function, param uint
 	}
 	i.life.Begin(ctx)
 	i.stack[0] = param
-	err := fn.CallWithStack(context.WithValue(ctx, instanceKey{}, i), i.stack[:])
+	i.call = callContext{ctx, i}
+	err := fn.CallWithStack(&i.call, i.stack[:])
+	// An idle instance holds nothing of its last call's (a session, through its
+	// binding).
+	i.call.Context = context.Background()
 	i.life.End()
 	if err == nil && ctx.Err() != nil {
 		// The guest returned after its context ended, before its next yield (woken

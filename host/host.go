@@ -524,14 +524,19 @@ var errTimedOut = errors.New("timed out")
 // with errTimedOut): the plugin's fault, unless ctx ended for the caller's own reason.
 // what (may be empty) says what the guest was doing.
 func (p *Plugin) fault(ctx context.Context, what string, err error) error {
+	return p.faultOf(context.Cause(ctx), what, err)
+}
+
+// faultOf is fault for a run whose context ended with cause (nil: it had not ended).
+func (p *Plugin) faultOf(cause error, what string, err error) error {
 	if what != "" {
 		what += ": "
 	}
-	if errors.Is(context.Cause(ctx), errTimedOut) {
+	if errors.Is(cause, errTimedOut) {
 		return fmt.Errorf("%w: %stimed out after %v", ErrPluginFault, what, p.manifest.Timeout.Duration)
 	}
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
+	if cause != nil {
+		return cause
 	}
 	return fmt.Errorf("%w: %s%w", ErrPluginFault, what, err)
 }
@@ -682,17 +687,18 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	start := time.Now()
 	b.caller, b.deadline = ctx, start.Add(p.manifest.Timeout.Duration)
 	defer b.endContext()
-	guest, endGuest := guestContext(ctx, b)
-	defer endGuest()
+	guest := &b.guest
+	guest.begin(b)
+	defer guest.release()
 	out, err := e.inst.Call(guest, export, input)
 	ran = time.Since(start)
 	b.closeHTTP()
 	pe, reported := errors.AsType[*pluginError](err)
 	p.pool.put(e, c, err != nil && !reported)
 	p.logs.reportDropped(p.host.log, p.desc.Name)
-	// The deadline passed, as whichever of the guest's context and the host
-	// functions' (each with its own timer) saw first.
-	timedOut := errors.Is(context.Cause(guest), errTimedOut) || b.ctx != nil && errors.Is(context.Cause(b.ctx), errTimedOut)
+	// The deadline passed, as whichever of the guest's context (by the clock) and
+	// the host functions' (by its timer) saw first.
+	timedOut := errors.Is(guest.cause(), errTimedOut) || b.ctx != nil && errors.Is(context.Cause(b.ctx), errTimedOut)
 	switch {
 	case ctx.Err() != nil && !timedOut:
 		// The caller gave up: its reason is the answer, whatever the guest said.
@@ -702,43 +708,11 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	case reported:
 		return nil, cerr(plugin.DecodeError(pe.Msg))
 	case err != nil:
-		return nil, cerr(p.fault(guest, "", err))
+		return nil, cerr(p.faultOf(guest.cause(), "", err))
 	case len(out) > maxOutputBytes:
 		return nil, cerr(fmt.Errorf("%w: output of %d bytes exceeds the limit of %d", ErrPluginFault, len(out), maxOutputBytes))
 	}
 	return out, nil
-}
-
-// cancelGrace is how long a guest whose caller gave up may take to return.
-const cancelGrace = time.Second
-
-// guestContext is the context a guest runs under, for a call under ctx bound to b. It
-// ends at the call's deadline, b.deadline (errTimedOut), but not when the caller gives
-// up: that reaches the guest through its host functions, which run under b.context()
-// and so fail, and the guest is ended only if it has not returned cancelGrace later. A
-// guest that returns keeps its instance: a caller giving up (a retry's attempt
-// timeout, a client gone) does not cost a new one. It holds nothing but b of ctx's
-// values: the engine looks values up on every kernel call, so a short chain keeps
-// calls fast. Watching the caller costs garbage, made only for a caller that can give
-// up.
-func guestContext(ctx context.Context, b *binding) (context.Context, context.CancelFunc) {
-	guest, end := context.WithDeadlineCause(context.WithValue(context.Background(), bindingKey{}, b), b.deadline, errTimedOut)
-	if ctx.Done() == nil {
-		return guest, end
-	}
-	stop := context.AfterFunc(ctx, func() {
-		t := time.NewTimer(cancelGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			end()
-		case <-guest.Done():
-		}
-	})
-	return guest, func() {
-		stop()
-		end()
-	}
 }
 
 // decode decodes a plugin's output, reporting invalid output as the plugin's fault.

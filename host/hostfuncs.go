@@ -30,6 +30,8 @@ type binding struct {
 	// stream receives what the plugin streams: a chunk for models, a status for tools
 	// and handlers. Nil: streaming goes nowhere.
 	stream func(ctx context.Context, data []byte) error
+	// guest is the context the guest runs under.
+	guest guestContext
 	// stalled is set when the caller did not take a chunk before the call's deadline.
 	stalled bool
 	http    httpState
@@ -73,7 +75,16 @@ func (b *binding) endContext() {
 
 type bindingKey struct{}
 
-func ok(payload []byte) []byte { return append([]byte{plugin.ResultOK}, payload...) }
+// okEmpty is the result of a function that succeeded with nothing to hand back. The
+// engines copy a result into the guest's memory, so one serves every call.
+var okEmpty = []byte{plugin.ResultOK}
+
+func ok(payload []byte) []byte {
+	if len(payload) == 0 {
+		return okEmpty
+	}
+	return append([]byte{plugin.ResultOK}, payload...)
+}
 
 func fail(code abi.ErrorCode, format string, args ...any) []byte {
 	b, _ := json.Marshal(abi.Errorf(code, format, args...))
@@ -91,6 +102,11 @@ type hostFunc struct {
 	name   string
 	params int
 	fn     func(ctx context.Context, c hostCall, args []uint64) []byte
+	// quick marks a function that neither waits nor calls out: it runs under the
+	// guest's context, which holds the binding, rather than the call's
+	// (binding.context), which costs a timer and five allocations to make, more
+	// than such a function costs in all.
+	quick bool
 }
 
 // hostFuncs defines terrarium:host/v1. Each function reads its binding, checks the
@@ -98,11 +114,13 @@ type hostFunc struct {
 func (h *Host) hostFuncs() []engine.HostFunc {
 	var funcs []engine.HostFunc
 	for _, f := range h.hostFuncList() {
-		fn, name := f.fn, f.name
+		fn, name, quick := f.fn, f.name, f.quick
 		funcs = append(funcs, engine.HostFunc{Name: f.name, Params: f.params, Fn: func(ctx context.Context, c hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
-			if bctx := b.context(); bctx != nil {
-				ctx = bctx
+			if !quick {
+				if bctx := b.context(); bctx != nil {
+					ctx = bctx
+				}
 			}
 			if h.observe != nil {
 				h.observe(b.plugin.desc.Name, name)
@@ -117,17 +135,17 @@ func (h *Host) hostFuncList() []hostFunc {
 	return []hostFunc{
 		// A session's ID is a handle on the user's conversation (it names its
 		// snapshots): it takes the same grant as reading the session.
-		{plugin.FnSessionID, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
+		{name: plugin.FnSessionID, quick: true, fn: withSession(plugin.StateRead, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
 			return ok([]byte(b.session.ID()))
 		})},
-		{plugin.FnStateGet, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
+		{name: plugin.FnStateGet, params: 0, fn: withSession(plugin.StateRead, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
 			data, err := b.session.CustomJSON()
 			if err != nil {
 				return fail(abi.CodeInternal, "encoding the state: %v", err)
 			}
 			return ok(data)
 		})},
-		{plugin.FnStateSet, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
+		{name: plugin.FnStateSet, params: 1, fn: withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
 			data, err := c.Read(args[0])
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the state: %v", err)
@@ -137,14 +155,14 @@ func (h *Host) hostFuncList() []hostFunc {
 			}
 			return ok(nil)
 		})},
-		{plugin.FnMessagesGet, 0, withSession(plugin.StateRead, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
+		{name: plugin.FnMessagesGet, params: 0, fn: withSession(plugin.StateRead, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
 			data, err := json.Marshal(b.session.Messages())
 			if err != nil {
 				return fail(abi.CodeInternal, "encoding the messages: %v", err)
 			}
 			return ok(data)
 		})},
-		{plugin.FnMessagesAppend, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
+		{name: plugin.FnMessagesAppend, params: 1, fn: withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
 			msgs, res := readMessages(c, args[0])
 			if res != nil {
 				return res
@@ -152,7 +170,7 @@ func (h *Host) hostFuncList() []hostFunc {
 			b.session.AddMessages(msgs...)
 			return ok(nil)
 		})},
-		{plugin.FnMessagesSet, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
+		{name: plugin.FnMessagesSet, params: 1, fn: withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
 			msgs, res := readMessages(c, args[0])
 			if res != nil {
 				return res
@@ -160,7 +178,7 @@ func (h *Host) hostFuncList() []hostFunc {
 			b.session.SetMessages(msgs)
 			return ok(nil)
 		})},
-		{plugin.FnArtifactAdd, 1, withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
+		{name: plugin.FnArtifactAdd, params: 1, fn: withSession(plugin.StateWrite, func(ctx context.Context, b *binding, c hostCall, args []uint64) []byte {
 			data, err := c.Read(args[0])
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the artifact: %v", err)
@@ -172,7 +190,7 @@ func (h *Host) hostFuncList() []hostFunc {
 			b.session.AddArtifact(&a)
 			return ok(nil)
 		})},
-		{plugin.FnStream, 1, func(ctx context.Context, c hostCall, args []uint64) []byte {
+		{name: plugin.FnStream, params: 1, fn: func(ctx context.Context, c hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
 			data, err := c.Read(args[0])
 			if err != nil {
@@ -189,7 +207,7 @@ func (h *Host) hostFuncList() []hostFunc {
 			}
 			return ok(nil)
 		}},
-		{plugin.FnConfigGet, 1, func(ctx context.Context, c hostCall, args []uint64) []byte {
+		{name: plugin.FnConfigGet, params: 1, quick: true, fn: func(ctx context.Context, c hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
 			key, err := c.Read(args[0])
 			if err != nil {
@@ -201,7 +219,7 @@ func (h *Host) hostFuncList() []hostFunc {
 			}
 			return ok([]byte(v))
 		}},
-		{plugin.FnSecretGet, 1, func(ctx context.Context, c hostCall, args []uint64) []byte {
+		{name: plugin.FnSecretGet, params: 1, quick: true, fn: func(ctx context.Context, c hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
 			name, err := c.Read(args[0])
 			if err != nil {
@@ -213,14 +231,17 @@ func (h *Host) hostFuncList() []hostFunc {
 			}
 			return ok([]byte(s.Value))
 		}},
-		{plugin.FnHTTPRequest, 2, h.httpRequest},
-		{plugin.FnHTTPRead, 2, h.httpRead},
-		{plugin.FnHTTPClose, 1, h.httpClose},
-		{plugin.FnLog, 2, func(ctx context.Context, c hostCall, args []uint64) []byte {
+		{name: plugin.FnHTTPRequest, params: 2, fn: h.httpRequest},
+		{name: plugin.FnHTTPRead, params: 2, fn: h.httpRead},
+		{name: plugin.FnHTTPClose, params: 1, fn: h.httpClose},
+		{name: plugin.FnLog, params: 2, quick: true, fn: func(ctx context.Context, c hostCall, args []uint64) []byte {
 			b := bindingOf(ctx)
 			msg, err := c.Read(args[1])
 			if err != nil {
 				return fail(abi.CodeInvalidInput, "reading the message: %v", err)
+			}
+			if b.caller != nil {
+				ctx = b.caller // its values (a trace's span) are the logger's
 			}
 			b.plugin.logs.log(ctx, b.plugin.host.log, b, slog.Level(int64(args[0])), msg)
 			return ok(nil)

@@ -145,6 +145,10 @@ func clone(v any) any {
 // Validator checks JSON values against one compiled schema.
 type Validator struct {
 	s *jsonschema.Schema
+	// anything is set for a schema without assertions ({}, or annotations only),
+	// which every value matches: Validate need not walk the value, which costs the
+	// validator's garbage (BENCHMARKS.md, "Plugins: garbage per tool call").
+	anything bool
 }
 
 // ErrInvalid is wrapped by every validation failure.
@@ -195,8 +199,26 @@ func Compile(schema map[string]any) (*Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema: not a valid JSON Schema: %w", err)
 	}
-	v, _ := compiled.LoadOrStore(string(key), &Validator{s: s})
+	v, _ := compiled.LoadOrStore(string(key), &Validator{s: s, anything: annotationsOnly(schema)})
 	return v.(*Validator), nil
+}
+
+// annotations are the keywords of JSON Schema 2020-12 that describe a value without
+// asserting anything of it.
+var annotations = map[string]bool{
+	"title": true, "description": true, "$comment": true, "default": true,
+	"examples": true, "deprecated": true, "readOnly": true, "writeOnly": true,
+}
+
+// annotationsOnly reports whether schema has no keyword but annotations: every value
+// matches it.
+func annotationsOnly(schema map[string]any) bool {
+	for k := range schema {
+		if !annotations[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // noLoader refuses to load anything: the validator's default loader reads files,
@@ -239,7 +261,7 @@ var compiled sync.Map
 // Validate checks a JSON-decoded value (or any Go value, which is first encoded to
 // JSON) against the schema. The error wraps ErrInvalid and says where and why.
 func (v *Validator) Validate(value any) error {
-	if v == nil || v.s == nil {
+	if v == nil || v.s == nil || v.anything {
 		return nil
 	}
 	inst, err := normalize(value)

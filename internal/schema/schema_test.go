@@ -158,3 +158,29 @@ func TestCompileRefusesExternalReferences(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaOfAnnotationsOnlyAcceptsAnythingWithoutGarbage: a schema asserting nothing
+// ({} or annotations only) accepts every value without walking it; one keyword more
+// and values are checked again.
+func TestSchemaOfAnnotationsOnlyAcceptsAnythingWithoutGarbage(t *testing.T) {
+	value := map[string]any{"result": -1.5, "expression": "(1.5 + 2) * -3 / 7"}
+	for _, s := range []map[string]any{{}, {"description": "the result", "title": "Result", "examples": []any{1}}} {
+		v, err := Compile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if allocs := testing.AllocsPerRun(100, func() {
+			if err := v.Validate(value); err != nil {
+				t.Fatalf("schema %v: %v", s, err)
+			}
+		}); allocs != 0 {
+			t.Errorf("schema %v: %v allocations per validation, want none", s, allocs)
+		}
+	}
+	if err := Validate(map[string]any{"description": "a number", "type": "number"}, value); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a schema with an assertion accepted %v: %v", value, err)
+	}
+	if _, err := Compile(map[string]any{"description": 5}); err == nil {
+		t.Error("a schema whose annotation is invalid compiled")
+	}
+}
