@@ -60,7 +60,8 @@ func Plugin(info Info) { std.setInfo(info) }
 // `jsonschema_description` tag sets the description verbatim. Unknown keys are ignored.
 //
 // The host validates the input against the input schema before the call; the SDK then
-// decodes it into In with encoding/json (a type mismatch is reported as invalid_input).
+// decodes it into In as encoding/json does (a type mismatch is reported as
+// invalid_input).
 // An In of json.RawMessage gets the input as the host sent it, not decoded: in a wasm
 // guest, where encoding/json scans a MiB in tens of milliseconds, the cheapest way to
 // take a large input the tool only passes on or reads in part.
@@ -174,7 +175,7 @@ func addTool[In, Out any](r *registry, name, description string, fn func(context
 			// Raw JSON is passed on as it came (valid: the call's input was checked),
 			// copied because raw is the call's input buffer, which the next call reuses.
 			*p = bytes.Clone(raw)
-		} else if err := json.Unmarshal(raw, &in); err != nil {
+		} else if err := decodeValid(raw, &in); err != nil {
 			return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
 		}
 		return fn(ctx, in)
