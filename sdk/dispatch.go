@@ -101,7 +101,8 @@ func decodeInput(export string, input []byte, v any) error {
 	return nil
 }
 
-// decodeValid decodes raw, which must be valid JSON, into v as json.Unmarshal does. It
+// decodeValid decodes raw, which must be valid JSON nested at most maxDepth deep (as
+// validate checks), into v as json.Unmarshal does. It
 // decodes with segmentio/encoding/json, in one pass: encoding/json first scans the
 // whole input for validity, with an indirect call per byte, which in a wasm guest made
 // up a fifth of a tool call with 1 KiB of text (BENCHMARKS.md, "a Go guest decoding a

@@ -530,3 +530,19 @@ func FuzzDecodeValid(f *testing.F) {
 		}
 	})
 }
+
+// TestDeepInputWithoutSchema checks that a tool whose input has no schema (any) still
+// refuses an input nested deeper than encoding/json decodes: with no schema, validate
+// does not walk the input, and segmentio's decoder, recursive, has no limit of its own.
+func TestDeepInputWithoutSchema(t *testing.T) {
+	r := testRegistry()
+	addTool(r, "anything", "Takes any value.", func(_ context.Context, in any) (bool, error) { return in != nil, nil })
+	deep := strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)
+	_, aerr := r.dispatch(plugin.ExportCallTool, []byte(`{"tool":"anything","input":`+deep+`}`))
+	if aerr == nil || aerr.Code != abi.CodeInvalidInput || !strings.Contains(aerr.Message, "exceeded max depth") {
+		t.Errorf("a call with an input nested %d deep = %v, want invalid_input: exceeded max depth", maxDepth+1, aerr)
+	}
+	if _, aerr := r.dispatch(plugin.ExportCallTool, []byte(`{"tool":"anything","input":[[1]]}`)); aerr != nil {
+		t.Errorf("a call with an input nested 2 deep: %v", aerr)
+	}
+}

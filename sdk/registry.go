@@ -171,11 +171,20 @@ func addTool[In, Out any](r *registry, name, description string, fn func(context
 		if err := validate(def.InputSchema, raw); err != nil {
 			return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
 		}
-		if p, ok := any(&in).(*json.RawMessage); ok {
+		var err error
+		switch p, isRaw := any(&in).(*json.RawMessage); {
+		case isRaw:
 			// Raw JSON is passed on as it came (valid: the call's input was checked),
 			// copied because raw is the call's input buffer, which the next call reuses.
 			*p = bytes.Clone(raw)
-		} else if err := decodeValid(raw, &in); err != nil {
+		case def.InputSchema == nil:
+			// Nothing bounded the input's nesting (validate walks it only against a
+			// schema), and decodeValid's decoder, recursive, has no limit of its own.
+			err = json.Unmarshal(raw, &in)
+		default:
+			err = decodeValid(raw, &in)
+		}
+		if err != nil {
 			return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
 		}
 		return fn(ctx, in)
