@@ -63,7 +63,8 @@ func FuzzValidate(f *testing.F) {
 // FuzzTreeOf checks that the validator sees a tool's input as encoding/json decodes
 // it (into an any, with UseNumber).
 func FuzzTreeOf(f *testing.F) {
-	for _, s := range []string{`{"a":[1,2.5e3,"x\u00e9"],"b":{"c":null,"d":true},"a":false}`, `"\ud800"`, `[]`, `{}`, `-0`, "\"\xff\""} {
+	for _, s := range []string{`{"a":[1,2.5e3,"x\u00e9"],"b":{"c":null,"d":true},"a":false}`, `"\ud800"`, `[]`, `{}`, `-0`, "\"\xff\"",
+		" {\"a\xff\":\"\xfe\", \"b\\u00e9\":\"x\\ud800\",\"c\":-1.5e3,\"d\":[true,false,null],\"a\ufffd\":{}} "} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -82,6 +83,9 @@ func FuzzTreeOf(f *testing.F) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("treeOf(%q) = %#v, want %#v", in, got, want)
+		}
+		if got, err := inputTree([]byte(in)); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("inputTree(%q) = %#v, %v; want %#v", in, got, err, want)
 		}
 	})
 }
