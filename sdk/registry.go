@@ -62,9 +62,10 @@ func Plugin(info Info) { std.setInfo(info) }
 // The host validates the input against the input schema before the call; the SDK then
 // decodes it into In as encoding/json does (a type mismatch is reported as
 // invalid_input).
-// An In of json.RawMessage gets the input as the host sent it, not decoded: in a wasm
-// guest, where encoding/json scans a MiB in tens of milliseconds, the cheapest way to
-// take a large input the tool only passes on or reads in part.
+// An In of json.RawMessage gets the input as the host sent it, neither checked against a
+// schema nor decoded: in a wasm guest, where checking and decoding a MiB take a few
+// milliseconds, the cheapest way to take a large input the tool only passes on or
+// reads in part.
 // To interrupt instead of answering, return the error of Interrupt. To answer with
 // content parts (an image, a document, text for the model to read), return a
 // *MultipartOutput.
