@@ -47,6 +47,23 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestValidateNamesTheLocation checks the whole message of a failure at the top, in an
+// object and in an array: where the value is, then what is wrong with it.
+func TestValidateNamesTheLocation(t *testing.T) {
+	s := schemaFor[validateIn]()
+	for in, want := range map[string]string{
+		`{}`:                                  `the input: missing property "name"`,
+		`[]`:                                  `the input: want object, got array`,
+		`{"name":"ab","inner":{"x":"1"}}`:     `/inner/x: want number, got string`,
+		`{"name":"ab","tags":["x",1]}`:        `/tags/1: want string, got number`,
+		`{"name":"ab","inner":{"x":1,"y":2}}`: `/inner: unknown property "y"`,
+	} {
+		if err := validate(s, []byte(in)); err == nil || err.Error() != want {
+			t.Errorf("validate(%s) = %v, want %s", in, err, want)
+		}
+	}
+}
+
 func FuzzValidate(f *testing.F) {
 	f.Add(`{"name":"ab","inner":{"x":1}}`)
 	f.Add(`{"name":1e400}`)
