@@ -345,6 +345,9 @@ func (e *interruptError) Error() string { return "sdk: the tool interrupted" }
 func Interrupt(metadata map[string]any) error { return &interruptError{metadata: metadata} }
 
 func interruptOf(err error) (map[string]any, bool) {
+	if err == nil {
+		return nil, false // before ie, which escapes to the heap: an allocation every call
+	}
 	var ie *interruptError
 	if errors.As(err, &ie) {
 		return ie.metadata, true
