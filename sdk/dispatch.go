@@ -102,13 +102,13 @@ func decodeInput(export string, input []byte, v any) error {
 }
 
 // decodeValid decodes raw, which must be valid JSON nested at most maxDepth deep (as
-// validate checks), into v as json.Unmarshal does. It
-// decodes with segmentio/encoding/json, in one pass: encoding/json first scans the
-// whole input for validity, with an indirect call per byte, which in a wasm guest made
-// up a fifth of a tool call with 1 KiB of text (BENCHMARKS.md, "a Go guest decoding a
-// tool's input"). On an error it decodes again with encoding/json into a fresh value:
-// segmentio's errors quote the rest of the input, encoding/json's name the field and
-// the type, and the value and the error are then exactly encoding/json's.
+// validate checks), into v as json.Unmarshal does. It decodes with
+// segmentio/encoding/json, in one pass: encoding/json first scans the whole input for
+// validity, with an indirect call per byte, which in a wasm guest made up a fifth of a
+// tool call with 1 KiB of text (BENCHMARKS.md, "a Go guest decoding a tool's input").
+// On an error it decodes again with encoding/json into a fresh value: segmentio's
+// errors quote the rest of the input, encoding/json's name the field and the type, and
+// the value and the error are then exactly encoding/json's.
 func decodeValid[T any](raw []byte, v *T) error {
 	if segjson.Unmarshal(raw, v) == nil {
 		return nil

@@ -35,7 +35,7 @@ func validate(schema map[string]any, raw []byte) error {
 	if err := check(schema, v); err != nil {
 		return err
 	}
-	return nil
+	return nil // not check's nil *schemaError, which as an error is not nil
 }
 
 // inputTree returns the valid JSON value raw as treeOf does. The members of a top-level
