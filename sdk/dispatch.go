@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"unicode/utf8"
 
+	segjson "github.com/segmentio/encoding/json"
+
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 )
@@ -97,6 +99,22 @@ func decodeInput(export string, input []byte, v any) error {
 		return abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: %v", export, err)
 	}
 	return nil
+}
+
+// decodeValid decodes raw, which must be valid JSON nested at most maxDepth deep (as
+// validate checks), into v as json.Unmarshal does. It decodes with
+// segmentio/encoding/json, in one pass: encoding/json first scans the whole input for
+// validity, with an indirect call per byte, which in a wasm guest made up a fifth of a
+// tool call with 1 KiB of text (BENCHMARKS.md, "a Go guest decoding a tool's input").
+// On an error it decodes again with encoding/json into a fresh value: segmentio's
+// errors quote the rest of the input, encoding/json's name the field and the type, and
+// the value and the error are then exactly encoding/json's.
+func decodeValid[T any](raw []byte, v *T) error {
+	if segjson.Unmarshal(raw, v) == nil {
+		return nil
+	}
+	*v = *new(T)
+	return json.Unmarshal(raw, v)
 }
 
 // callTool answers terrarium_call_tool: the input (plugin.ToolInput) is checked and its
@@ -327,6 +345,9 @@ func (e *interruptError) Error() string { return "sdk: the tool interrupted" }
 func Interrupt(metadata map[string]any) error { return &interruptError{metadata: metadata} }
 
 func interruptOf(err error) (map[string]any, bool) {
+	if err == nil {
+		return nil, false // before ie, which escapes to the heap: an allocation every call
+	}
 	var ie *interruptError
 	if errors.As(err, &ie) {
 		return ie.metadata, true

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
@@ -465,5 +468,81 @@ func TestUnquote(t *testing.T) {
 	}
 	if got, ok := unquote(nil); !ok || got != "" {
 		t.Errorf("unquote(nil) = %q, %v", got, ok)
+	}
+}
+
+// decodeTarget is a tool input of many kinds, for FuzzDecodeValid.
+type decodeTarget struct {
+	decodeEmbedded
+	Text   string            `json:"text"`
+	Int    int               `json:"int,omitempty"`
+	Int8   int8              `json:"int8"`
+	Uint   uint16            `json:"uint"`
+	Float  float32           `json:"float"`
+	Double float64           `json:"double"`
+	Bool   bool              `json:"bool"`
+	Quoted int               `json:"quoted,string"`
+	Bytes  []byte            `json:"bytes"`
+	List   []string          `json:"list"`
+	Pair   [2]int            `json:"pair"`
+	Map    map[string]int    `json:"map"`
+	IntMap map[int]string    `json:"intMap"`
+	Any    any               `json:"any"`
+	Raw    json.RawMessage   `json:"raw"`
+	Number json.Number       `json:"number"`
+	Time   time.Time         `json:"time"`
+	Ptr    *decodeTarget     `json:"ptr"`
+	Skip   string            `json:"-"`
+	Named  map[string]string `json:"Named"`
+}
+
+type decodeEmbedded struct {
+	Inner string `json:"inner"`
+}
+
+// FuzzDecodeValid checks that decodeValid decodes a tool's input as encoding/json
+// does: the same value, or the same error, into a struct and into an any.
+func FuzzDecodeValid(f *testing.F) {
+	for _, s := range []string{
+		`{"text":"a\u00e9\ud800","int":1,"int8":-128,"uint":65535,"float":1.5e3,"double":-0,"bool":true}`,
+		`{"quoted":"12","bytes":"aGk=","list":["x",null],"pair":[1,2,3],"map":{"a":1},"intMap":{"1":"x"}}`,
+		`{"any":{"a":[1,"x",null]},"raw":[1, 2],"number":1e400,"time":"2026-11-23T19:53:00Z","inner":"e"}`,
+		`{"ptr":{"ptr":{"text":"deep"}},"TEXT":"folded","named":{"k":"v"},"-":"x","Skip":"y"}`,
+		`{"int":2.0}`, `{"uint8":300}`, `{"quoted":12}`, `{"bytes":"!!"}`, `{"intMap":{"x":"y"}}`,
+		`{"double":1e400}`, `{"list":{}}`, `{"text":1}`, `[]`, `"x"`, `null`, `{"time":"yesterday"}`,
+		"{\"text\":\"\xff\xfe\"}", `{"text":"a","text":"b"}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		if !json.Valid([]byte(in)) {
+			return // decodeValid's callers check that first
+		}
+		var got, want decodeTarget
+		gotErr, wantErr := decodeValid([]byte(in), &got), json.Unmarshal([]byte(in), &want)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
+			t.Errorf("decodeValid(%q) = %+v, %v; encoding/json: %+v, %v", in, got, gotErr, want, wantErr)
+		}
+		var gotAny, wantAny any
+		gotErr, wantErr = decodeValid([]byte(in), &gotAny), json.Unmarshal([]byte(in), &wantAny)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !reflect.DeepEqual(gotAny, wantAny) {
+			t.Errorf("decodeValid(%q) into any = %#v, %v; encoding/json: %#v, %v", in, gotAny, gotErr, wantAny, wantErr)
+		}
+	})
+}
+
+// TestDeepInputWithoutSchema checks that a tool whose input has no schema (any) still
+// refuses an input nested deeper than encoding/json decodes: with no schema, validate
+// does not walk the input, and segmentio's decoder, recursive, has no limit of its own.
+func TestDeepInputWithoutSchema(t *testing.T) {
+	r := testRegistry()
+	addTool(r, "anything", "Takes any value.", func(_ context.Context, in any) (bool, error) { return in != nil, nil })
+	deep := strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)
+	_, aerr := r.dispatch(plugin.ExportCallTool, []byte(`{"tool":"anything","input":`+deep+`}`))
+	if aerr == nil || aerr.Code != abi.CodeInvalidInput || !strings.Contains(aerr.Message, "exceeded max depth") {
+		t.Errorf("a call with an input nested %d deep = %v, want invalid_input: exceeded max depth", maxDepth+1, aerr)
+	}
+	if _, aerr := r.dispatch(plugin.ExportCallTool, []byte(`{"tool":"anything","input":[[1]]}`)); aerr != nil {
+		t.Errorf("a call with an input nested 2 deep: %v", aerr)
 	}
 }

@@ -60,10 +60,12 @@ func Plugin(info Info) { std.setInfo(info) }
 // `jsonschema_description` tag sets the description verbatim. Unknown keys are ignored.
 //
 // The host validates the input against the input schema before the call; the SDK then
-// decodes it into In with encoding/json (a type mismatch is reported as invalid_input).
-// An In of json.RawMessage gets the input as the host sent it, not decoded: in a wasm
-// guest, where encoding/json scans a MiB in tens of milliseconds, the cheapest way to
-// take a large input the tool only passes on or reads in part.
+// decodes it into In as encoding/json does (a type mismatch is reported as
+// invalid_input).
+// An In of json.RawMessage gets the input as the host sent it, neither checked against a
+// schema nor decoded: in a wasm guest, where checking and decoding a MiB take a few
+// milliseconds, the cheapest way to take a large input the tool only passes on or
+// reads in part.
 // To interrupt instead of answering, return the error of Interrupt. To answer with
 // content parts (an image, a document, text for the model to read), return a
 // *MultipartOutput.
@@ -170,11 +172,20 @@ func addTool[In, Out any](r *registry, name, description string, fn func(context
 		if err := validate(def.InputSchema, raw); err != nil {
 			return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
 		}
-		if p, ok := any(&in).(*json.RawMessage); ok {
+		var err error
+		switch p, isRaw := any(&in).(*json.RawMessage); {
+		case isRaw:
 			// Raw JSON is passed on as it came (valid: the call's input was checked),
 			// copied because raw is the call's input buffer, which the next call reuses.
 			*p = bytes.Clone(raw)
-		} else if err := json.Unmarshal(raw, &in); err != nil {
+		case def.InputSchema == nil:
+			// Nothing bounded the input's nesting (validate walks it only against a
+			// schema), and decodeValid's decoder, recursive, has no limit of its own.
+			err = json.Unmarshal(raw, &in)
+		default:
+			err = decodeValid(raw, &in)
+		}
+		if err != nil {
 			return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
 		}
 		return fn(ctx, in)

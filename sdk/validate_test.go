@@ -47,6 +47,23 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestValidateNamesTheLocation checks the whole message of a failure at the top, in an
+// object and in an array: where the value is, then what is wrong with it.
+func TestValidateNamesTheLocation(t *testing.T) {
+	s := schemaFor[validateIn]()
+	for in, want := range map[string]string{
+		`{}`:                                  `the input: missing property "name"`,
+		`[]`:                                  `the input: want object, got array`,
+		`{"name":"ab","inner":{"x":"1"}}`:     `/inner/x: want number, got string`,
+		`{"name":"ab","tags":["x",1]}`:        `/tags/1: want string, got number`,
+		`{"name":"ab","inner":{"x":1,"y":2}}`: `/inner: unknown property "y"`,
+	} {
+		if err := validate(s, []byte(in)); err == nil || err.Error() != want {
+			t.Errorf("validate(%s) = %v, want %s", in, err, want)
+		}
+	}
+}
+
 func FuzzValidate(f *testing.F) {
 	f.Add(`{"name":"ab","inner":{"x":1}}`)
 	f.Add(`{"name":1e400}`)
@@ -63,7 +80,8 @@ func FuzzValidate(f *testing.F) {
 // FuzzTreeOf checks that the validator sees a tool's input as encoding/json decodes
 // it (into an any, with UseNumber).
 func FuzzTreeOf(f *testing.F) {
-	for _, s := range []string{`{"a":[1,2.5e3,"x\u00e9"],"b":{"c":null,"d":true},"a":false}`, `"\ud800"`, `[]`, `{}`, `-0`, "\"\xff\""} {
+	for _, s := range []string{`{"a":[1,2.5e3,"x\u00e9"],"b":{"c":null,"d":true},"a":false}`, `"\ud800"`, `[]`, `{}`, `-0`, "\"\xff\"",
+		" {\"a\xff\":\"\xfe\", \"b\\u00e9\":\"x\\ud800\",\"c\":-1.5e3,\"d\":[true,false,null],\"a\ufffd\":{}} "} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -82,6 +100,9 @@ func FuzzTreeOf(f *testing.F) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("treeOf(%q) = %#v, want %#v", in, got, want)
+		}
+		if got, err := inputTree([]byte(in)); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("inputTree(%q) = %#v, %v; want %#v", in, got, err, want)
 		}
 	})
 }
