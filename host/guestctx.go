@@ -10,7 +10,8 @@ import (
 const cancelGrace = time.Second
 
 // guestContext is the context a guest runs under, for a call bound to b. It ends at
-// the call's deadline, b.deadline, but not when the caller gives up: that reaches the
+// the call's deadline, b.deadline, or when an unload ends the calls in flight
+// (pool.calls), but not when the caller gives up: that reaches the
 // guest through its host functions, which run under b.context() and so fail, and the
 // guest is ended only if it has not returned cancelGrace later. A guest that returns
 // keeps its instance: a caller giving up (a retry's attempt timeout, a client gone)
@@ -25,17 +26,21 @@ const cancelGrace = time.Second
 type guestContext struct {
 	b *binding
 
+	calls context.Context // the pool's calls, which an unload may end
+
 	mu       sync.Mutex
 	err      error // why it ended: nil while the call runs
-	timedOut bool  // it ended at the deadline
+	why      error // errTimedOut at the deadline, errCallEnded at an unload, else nil
 	done     chan struct{}
 	timer    *time.Timer // ends it at the deadline, once Done was asked for
 	unwatch  func() bool // stops watching the caller
+	unloaded func() bool // stops watching the pool's calls, once Done was asked for
 }
 
-// begin starts the context of b's call, whose caller is b.caller.
-func (g *guestContext) begin(b *binding) {
-	g.b = b
+// begin starts the context of b's call, whose caller is b.caller, among the calls of
+// its plugin's pool.
+func (g *guestContext) begin(b *binding, calls context.Context) {
+	g.b, g.calls = b, calls
 	if b.caller.Done() == nil {
 		return
 	}
@@ -44,7 +49,7 @@ func (g *guestContext) begin(b *binding) {
 		defer t.Stop()
 		select {
 		case <-t.C:
-			g.end(false)
+			g.end(nil)
 		case <-g.Done():
 		}
 	})
@@ -60,7 +65,10 @@ func (g *guestContext) release() {
 	if g.timer != nil {
 		g.timer.Stop()
 	}
-	g.endLocked(false)
+	if g.unloaded != nil {
+		g.unloaded()
+	}
+	g.endLocked(nil)
 }
 
 // Deadline returns the call's deadline.
@@ -75,15 +83,16 @@ func (g *guestContext) Done() <-chan struct{} {
 		if g.err != nil {
 			close(g.done)
 		} else {
-			g.timer = time.AfterFunc(time.Until(g.b.deadline), func() { g.end(true) })
+			g.timer = time.AfterFunc(time.Until(g.b.deadline), func() { g.end(errTimedOut) })
+			g.unloaded = context.AfterFunc(g.calls, func() { g.end(errCallEnded) })
 		}
 	}
 	return g.done
 }
 
 // Err returns why the context ended: context.DeadlineExceeded at the deadline,
-// context.Canceled when the call ended or its caller gave up (and the grace passed);
-// nil while it runs.
+// context.Canceled when the call ended, an unload ended it, or its caller gave up (and
+// the grace passed); nil while it runs.
 func (g *guestContext) Err() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -100,36 +109,43 @@ func (g *guestContext) Value(key any) any {
 }
 
 // cause is what context.Cause returns for one of package context's: errTimedOut at
-// the deadline, Err otherwise.
+// the deadline, errCallEnded when an unload ended it, Err otherwise.
 func (g *guestContext) cause() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.pollLocked()
-	if g.timedOut {
-		return errTimedOut
+	if g.why != nil {
+		return g.why
 	}
 	return g.err
 }
 
-// pollLocked ends the context if its deadline passed.
+// pollLocked ends the context if its deadline passed or an unload ended its pool's
+// calls.
 func (g *guestContext) pollLocked() {
-	if g.err == nil && !time.Now().Before(g.b.deadline) {
-		g.endLocked(true)
+	switch {
+	case g.err != nil:
+	case !time.Now().Before(g.b.deadline):
+		g.endLocked(errTimedOut)
+	case g.calls.Err() != nil:
+		g.endLocked(errCallEnded)
 	}
 }
 
-func (g *guestContext) end(timedOut bool) {
+// end ends the context for cause: errTimedOut, errCallEnded, or nil for a call that
+// ended or a caller that gave up.
+func (g *guestContext) end(cause error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.endLocked(timedOut)
+	g.endLocked(cause)
 }
 
-func (g *guestContext) endLocked(timedOut bool) {
+func (g *guestContext) endLocked(cause error) {
 	if g.err != nil {
 		return
 	}
-	g.err, g.timedOut = context.Canceled, timedOut
-	if timedOut {
+	g.err, g.why = context.Canceled, cause
+	if cause == errTimedOut {
 		g.err = context.DeadlineExceeded
 	}
 	if g.done != nil {

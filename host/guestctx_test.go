@@ -9,11 +9,13 @@ import (
 
 // TestGuestContextEnds: the guest's context ends at its deadline, seen by Err
 // (what the native engine's yield asks) and by Done (what a sleep waits on), with
-// errTimedOut as the cause; a call ending before it ends it without the cause.
+// errTimedOut as the cause; a call ending before it ends it without the cause; an
+// unload ending the pool's calls ends it with errCallEnded, seen by Err and by Done.
 func TestGuestContextEnds(t *testing.T) {
+	calls, endCalls := context.WithCancelCause(context.Background())
 	start := func(deadline time.Time) *guestContext {
 		b := &binding{caller: context.Background(), deadline: deadline}
-		b.guest.begin(b)
+		b.guest.begin(b, calls)
 		t.Cleanup(b.guest.release)
 		return &b.guest
 	}
@@ -46,4 +48,12 @@ func TestGuestContextEnds(t *testing.T) {
 	if errors.Is(g.cause(), errTimedOut) {
 		t.Error("a call that ended is taken for timed out")
 	}
+
+	unloaded := start(time.Now().Add(time.Hour))
+	asleep := start(time.Now().Add(time.Hour))
+	done = asleep.Done() // what a sleeping guest waits on
+	endCalls(errCallEnded)
+	<-done
+	check("after an unload, by Done", asleep, context.Canceled, errCallEnded)
+	check("after an unload, by Err", unloaded, context.Canceled, errCallEnded)
 }

@@ -301,6 +301,66 @@ func testUnloadLetsCallsInFlightFinish(t *testing.T, engine host.Option) {
 	}
 }
 
+// Unload whose context ends first ends the calls in flight, and their errors say the
+// plugin was unloaded: a guest woken in a WASI call never runs into the closed
+// plugin's WASI state.
+func TestUnloadEndsCallsInFlightWhenItsContextEnds(t *testing.T) {
+	forEachEngine(t, testUnloadEndsCallsInFlightWhenItsContextEnds)
+}
+
+func testUnloadEndsCallsInFlightWhenItsContextEnds(t *testing.T, engine host.Option) {
+	p, r, logs := misbehaving(t, host.Manifest{Timeout: seconds(60)}, engine)
+	entered := logs.logged("sleeping")
+	done := make(chan error, 1)
+	go func() {
+		_, err := runWith(context.Background(), r, "misbehave/sleep", map[string]any{"ms": 3_600_000})
+		done <- err
+	}()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Unload(ctx); err == nil {
+		t.Error("an Unload that ended calls in flight said nothing of them")
+	}
+	err := <-done
+	if err == nil || !strings.Contains(err.Error(), "unloaded") || strings.Contains(err.Error(), "nil pointer") {
+		t.Errorf("the call ended by Unload: %v", err)
+	}
+}
+
+// An unload whose context ends first ends a call waiting in a host function too: the
+// plugin's HTTP request is cancelled, not left to the call's deadline ten minutes on.
+func TestUnloadEndsACallWaitingOnTheNetwork(t *testing.T) {
+	forEachEngine(t, testUnloadEndsACallWaitingOnTheNetwork)
+}
+
+func testUnloadEndsACallWaitingOnTheNetwork(t *testing.T, engine host.Option) {
+	arrived, cancelled := make(chan struct{}), make(chan struct{})
+	api := newHTTPProbe(t, func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done()
+		close(cancelled)
+	})
+	h, r := newHost(t, engine)
+	p := load(t, h, "testdata/hostcheck", host.Manifest{HTTP: []string{hostPort(api.Server)}, Timeout: seconds(600)})
+	done := make(chan error, 1)
+	go func() {
+		tool, _ := r.LookupTool("hostcheck/http")
+		_, err := tool.Run(context.Background(), map[string]any{"url": api.URL})
+		done <- err
+	}()
+	<-arrived
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p.Unload(ctx)
+	select {
+	case <-cancelled:
+	case <-time.After(time.Minute):
+		t.Fatal("the plugin's request was not cancelled by the unload")
+	}
+	<-done
+}
+
 // Item 6: a guest that exits (even with code 0) is discarded, not put back.
 func TestExitedInstanceIsDiscarded(t *testing.T) { forEachEngine(t, testExitedInstanceIsDiscarded) }
 

@@ -688,7 +688,7 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 	b.caller, b.deadline = ctx, start.Add(p.manifest.Timeout.Duration)
 	defer b.endContext()
 	guest := &b.guest
-	guest.begin(b)
+	guest.begin(b, p.pool.calls)
 	defer guest.release()
 	out, err := e.inst.Call(guest, export, input)
 	ran = time.Since(start)
@@ -707,6 +707,8 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, b *bindi
 		return nil, cerr(fmt.Errorf("the caller did not take the streamed chunks before the call's deadline: %w", context.DeadlineExceeded))
 	case reported:
 		return nil, cerr(plugin.DecodeError(pe.Msg))
+	case err != nil && p.pool.calls.Err() != nil:
+		return nil, cerr(errCallEnded)
 	case err != nil:
 		return nil, cerr(p.faultOf(guest.cause(), "", err))
 	case len(out) > maxOutputBytes:

@@ -61,7 +61,13 @@ func (b *binding) send(ctx context.Context, data []byte) error {
 // of no call (a test's).
 func (b *binding) context() context.Context {
 	if b.ctx == nil && b.caller != nil {
-		b.ctx, b.cancel = context.WithDeadlineCause(context.WithValue(b.caller, bindingKey{}, b), b.deadline, errTimedOut)
+		ctx, cancel := context.WithDeadlineCause(context.WithValue(b.caller, bindingKey{}, b), b.deadline, errTimedOut)
+		b.ctx, b.cancel = ctx, cancel
+		if calls := b.guest.calls; calls != nil {
+			// An unload that ends the calls in flight ends their host functions too.
+			stop := context.AfterFunc(calls, cancel)
+			b.cancel = func() { stop(); cancel() }
+		}
 	}
 	return b.ctx
 }

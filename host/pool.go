@@ -30,6 +30,10 @@ type pool struct {
 	ctx    context.Context // ends when the pool is closed, and with it instances being made
 	cancel context.CancelFunc
 	busy   sync.WaitGroup // callers and instances out of idle: what close waits for
+	// calls ends, with errCallEnded, when close gave up waiting for the calls in
+	// flight: they end with it, as their deadline would end them.
+	calls    context.Context
+	endCalls context.CancelCauseFunc
 
 	mu      sync.Mutex
 	closed  bool
@@ -70,9 +74,15 @@ func (c claim) serves(e *pooled) bool {
 
 var errPoolClosed = errors.New("plugin unloaded")
 
+// errCallEnded ends a call that was in flight when an unload gave up waiting for it.
+// It is not errPoolClosed: that call ran, and must not be made again (Reload's slots
+// retry a call that never got an instance).
+var errCallEnded = errors.New("the plugin was unloaded during the call")
+
 func newPool(size int, wait time.Duration, start func(ctx context.Context) (instance, error)) *pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &pool{start: start, max: size, wait: wait, ctx: ctx, cancel: cancel, changed: make(chan struct{})}
+	calls, endCalls := context.WithCancelCause(context.Background())
+	return &pool{start: start, max: size, wait: wait, ctx: ctx, cancel: cancel, calls: calls, endCalls: endCalls, changed: make(chan struct{})}
 }
 
 // get returns an idle instance that may serve c, or waits for one: one returned by
@@ -297,8 +307,18 @@ func (p *pool) close(ctx context.Context) error {
 	case <-finished:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("calls still in flight: %w", context.Cause(ctx))
 	}
+	// The calls still in flight are ended, and given a moment to return before their
+	// module closes under them: a guest runs on to its next yield, and one woken in a
+	// WASI call would find its module's WASI state gone.
+	p.endCalls(errCallEnded)
+	t := time.NewTimer(cancelGrace)
+	defer t.Stop()
+	select {
+	case <-finished:
+	case <-t.C:
+	}
+	return fmt.Errorf("calls still in flight were ended: %w", context.Cause(ctx))
 }
 
 // size reports the live instances (idle, busy or being made) and the idle ones.
