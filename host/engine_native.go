@@ -56,11 +56,22 @@ func (nativeEngine) Name() string { return "native" }
 // named for the rewrite's version so that a rewrite of another is not reused.
 const preparedFile = "native-" + instrument.Version + ".wasm"
 
+// dataFile is the module's data (instrument.Data), which the rewrite in preparedFile
+// no longer carries, kept beside it: zero-padded to whole WebAssembly pages, which
+// every system's page size divides and the memory's initial size is a multiple of, so
+// that instances map it as it is. It is trusted as wazero's compiled code beside it is:
+// the cache directory is the user's own.
+const dataFile = "native-" + instrument.Version + ".data"
+
+// dataPad is what dataFile's size is a multiple of: a WebAssembly page.
+const dataPad = 64 << 10
+
 func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.ModuleConfig) (engine.Module, error) {
 	prepared := &instrument.Result{Wasm: wasm}
+	var dataPath string
 	if !e.uninstrumented {
 		var err error
-		if prepared, err = prepare(wasm, cfg.CacheDir); err != nil {
+		if prepared, dataPath, err = prepare(wasm, cfg.CacheDir); err != nil {
 			return nil, err
 		}
 	}
@@ -97,41 +108,75 @@ func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.Modul
 		return fail(err)
 	}
 	m.globals = prepared.GlobalExports
-	m.data = newDataImage(prepared.Data, !e.copyData && !e.goHeapMemory)
+	share := !e.copyData && !e.goHeapMemory
+	if dataPath != "" {
+		if m.data, err = openDataImage(dataPath, share); err != nil {
+			return fail(err)
+		}
+	} else {
+		m.data = newDataImage(prepared.Data, share)
+	}
 	return m, nil
 }
 
 // prepare instruments a module (package instrument), or reads the instrumented module
-// an earlier run kept in dir.
-func prepare(wasm []byte, dir string) (*instrument.Result, error) {
-	path := filepath.Join(dir, preparedFile)
+// an earlier run kept in dir. If the module's data is kept in dir too (dataFile), it
+// returns that file's path, and a result without Data.
+func prepare(wasm []byte, dir string) (res *instrument.Result, dataPath string, err error) {
 	if dir != "" {
-		if b, err := os.ReadFile(path); err == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, preparedFile)); err == nil {
 			if res, err := instrument.Describe(b); err == nil {
-				// The data the rewrite took out of the module is read again from the
-				// original, a copy of its data section (8.5-25 ms for the calculator's
-				// 2.46 MiB on a loaded machine, against 50-120 ms for the rewrite;
-				// instrument.BenchmarkData), rather than kept on disk beside it.
+				dataPath := filepath.Join(dir, dataFile)
+				if st, err := os.Stat(dataPath); err == nil && st.Size() > 0 && st.Size()%dataPad == 0 {
+					return res, dataPath, nil
+				}
+				// Kept by a host from before the data was, or the module has none (the
+				// rewrite left its data segments as they were).
 				if res.Data, err = instrument.Data(wasm); err == nil {
-					return res, nil
+					return res, keepData(dir, res), nil
 				}
 			}
 		}
 	}
-	res, err := instrument.Rewrite(wasm)
-	if err != nil {
-		return nil, err
+	if res, err = instrument.Rewrite(wasm); err != nil {
+		return nil, "", err
 	}
 	if dir != "" {
-		// Written whole or not at all: another process may be reading it.
-		if tmp, err := os.CreateTemp(dir, preparedFile+".*"); err == nil {
-			_, werr := tmp.Write(res.Wasm)
-			if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
-				os.Remove(tmp.Name())
-			}
-		}
+		keep(dir, preparedFile, res.Wasm)
+		dataPath = keepData(dir, res)
 	}
-	return res, nil
+	return res, dataPath, nil
+}
+
+// keepData keeps res's data in dir's dataFile and returns the file's path, taking the
+// data out of res; it returns "" if res has none or the file could not be written.
+func keepData(dir string, res *instrument.Result) string {
+	if res.Data == nil {
+		return ""
+	}
+	padded := make([]byte, (len(res.Data)+dataPad-1)/dataPad*dataPad)
+	copy(padded, res.Data)
+	if !keep(dir, dataFile, padded) {
+		return ""
+	}
+	res.Data = nil
+	return filepath.Join(dir, dataFile)
+}
+
+// keep writes b to dir's file name, whole or not at all: another process may be
+// reading it. It reports whether it did; the cache only saves time, so a failure
+// costs the next load the work again and nothing else.
+func keep(dir, name string, b []byte) bool {
+	tmp, err := os.CreateTemp(dir, name+".*")
+	if err != nil {
+		return false
+	}
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), filepath.Join(dir, name)) != nil {
+		os.Remove(tmp.Name())
+		return false
+	}
+	return true
 }
 
 // checkImports refuses a module importing what the engine does not provide, naming

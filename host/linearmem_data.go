@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 )
@@ -37,6 +38,27 @@ func newDataImage(data []byte, share bool) *dataImage {
 	view := make([]byte, (len(data)+page-1)/page*page)
 	copy(view, data)
 	return &dataImage{view: view, size: len(data)}
+}
+
+// openDataImage returns the image kept in the file at path (dataFile), mapped if share
+// and the system allows rather than read: its pages are the page cache's, with
+// nothing to copy or allocate. The file's size is a whole number of pages.
+func openDataImage(path string, share bool) (*dataImage, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("the module's data: %w", err)
+	}
+	if share {
+		if view, err := mapReadOnly(f); err == nil {
+			return &dataImage{file: f, view: view, size: len(view)}, nil
+		}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("the module's data: %w", err)
+	}
+	return newDataImage(data, share), nil
 }
 
 // fill copies the image to the start of mem.
