@@ -175,6 +175,13 @@ func BenchmarkColdStartSteps(b *testing.B) {
 			}
 			return errors.Join(err, cache.Close(ctx))
 		}},
+		{"runtime-set-up", func() error {
+			// What Compile does beside wazero compiling the guest, now at the same
+			// time: the host modules and the kernel.
+			rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cfg.Cache))
+			err := setUpRuntime(ctx, rt, &nativeModule{}, cfg.HostFuncs)
+			return errors.Join(err, rt.Close(ctx))
+		}},
 		{"instantiate", func() error {
 			inst, err := p.module.Instantiate(ctx)
 			if err == nil {

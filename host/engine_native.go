@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/host/internal/engine"
@@ -81,42 +82,51 @@ func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.Modul
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	m := &nativeModule{rt: rt, resettable: cfg.Resettable, goHeapMemory: e.goHeapMemory, env: cfg.Env, live: map[*nativeInstance]struct{}{}}
-	fail := func(err error) (engine.Module, error) {
+	// wazero compiles on the goroutine calling it, hundreds of milliseconds for a Go
+	// guest even from its cache: the rest of the runtime is set up meanwhile, on
+	// another core if there is one.
+	var g errgroup.Group
+	g.Go(func() error {
+		var err error
+		share := !e.copyData && !e.goHeapMemory
+		if dataPath != "" {
+			m.data, err = openDataImage(dataPath, share)
+		} else {
+			m.data = newDataImage(prepared.Data, share)
+		}
+		return errors.Join(err, setUpRuntime(ctx, rt, m, cfg.HostFuncs))
+	})
+	var err error
+	m.guest, err = rt.CompileModule(ctx, prepared.Wasm)
+	if err = errors.Join(err, g.Wait()); err == nil {
+		err = checkImports(m.guest, cfg.HostFuncs)
+	}
+	if err != nil {
+		m.data.close()
 		rt.Close(context.Background())
 		return nil, err
 	}
-	var err error
-	if m.guest, err = rt.CompileModule(ctx, prepared.Wasm); err != nil {
-		return fail(err)
-	}
-	if err := checkImports(m.guest, cfg.HostFuncs); err != nil {
-		return fail(err)
-	}
+	m.globals = prepared.GlobalExports
+	return m, nil
+}
+
+// setUpRuntime instantiates in rt what a guest imports, and compiles m's kernel.
+func setUpRuntime(ctx context.Context, rt wazero.Runtime, m *nativeModule, funcs []engine.HostFunc) error {
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
-		return fail(err)
+		return err
 	}
 	if err := instantiateKernelGo(ctx, rt); err != nil {
-		return fail(err)
+		return err
 	}
-	if err := instantiateHostFuncs(ctx, rt, cfg.HostFuncs); err != nil {
-		return fail(err)
+	if err := instantiateHostFuncs(ctx, rt, funcs); err != nil {
+		return err
 	}
 	if err := instantiateYield(ctx, rt); err != nil {
-		return fail(err)
+		return err
 	}
-	if m.kernel, err = rt.CompileModule(ctx, kernelWasm()); err != nil {
-		return fail(err)
-	}
-	m.globals = prepared.GlobalExports
-	share := !e.copyData && !e.goHeapMemory
-	if dataPath != "" {
-		if m.data, err = openDataImage(dataPath, share); err != nil {
-			return fail(err)
-		}
-	} else {
-		m.data = newDataImage(prepared.Data, share)
-	}
-	return m, nil
+	var err error
+	m.kernel, err = rt.CompileModule(ctx, kernelWasm())
+	return err
 }
 
 // prepare instruments a module (package instrument), or reads the instrumented module
