@@ -62,7 +62,7 @@ func BuildC(t testing.TB, src string) string {
 
 // BuildRust compiles a Rust plugin (one file, no crates) for wasm32-unknown-unknown
 // into a .wasm file in a temporary directory, and returns its path.
-func BuildRust(t *testing.T, src string) string {
+func BuildRust(t testing.TB, src string) string {
 	t.Helper()
 	// rustup's rustc, first on PATH, may lack the wasm32 standard library that
 	// Debian's has.
