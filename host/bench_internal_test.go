@@ -142,8 +142,14 @@ func BenchmarkColdStartSteps(b *testing.B) {
 		{"sha256", func() error { sha256Hex(wasm); return nil }},
 		{"check-module", func() error { return CheckModule(wasm) }},
 		{"cache-dir", func() error { _, _, err := h.cache.forModule(h.eng.Name(), sum); return err }},
-		{"rewritten-from-cache", func() error { _, _, err := prepare(wasm, cfg.CacheDir); return err }},
-		{"rewrite-again", func() error { _, _, err := prepare(wasm, ""); return err }},
+		{"rewritten-from-cache", func() error {
+			p, err := prepare(wasm, cfg.CacheDir)
+			if err == nil {
+				p.close()
+			}
+			return err
+		}},
+		{"rewrite-again", func() error { _, err := prepare(wasm, ""); return err }},
 		{"data-from-cache", func() error {
 			d, err := openDataImage(filepath.Join(cfg.CacheDir, dataFile), true)
 			if err == nil {

@@ -68,13 +68,13 @@ const dataFile = "native-" + instrument.Version + ".data"
 const dataPad = 64 << 10
 
 func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.ModuleConfig) (engine.Module, error) {
-	prepared := &instrument.Result{Wasm: wasm}
-	var dataPath string
+	prepared := &preparedModule{Result: &instrument.Result{Wasm: wasm}}
 	if !e.uninstrumented {
 		var err error
-		if prepared, dataPath, err = prepare(wasm, cfg.CacheDir); err != nil {
+		if prepared, err = prepare(wasm, cfg.CacheDir); err != nil {
 			return nil, err
 		}
+		defer prepared.close()
 	}
 	rc := wazero.NewRuntimeConfig().WithMemoryLimitPages(cfg.MemoryPages)
 	if cfg.Cache != nil {
@@ -89,8 +89,8 @@ func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.Modul
 	g.Go(func() error {
 		var err error
 		share := !e.copyData && !e.goHeapMemory
-		if dataPath != "" {
-			m.data, err = openDataImage(dataPath, share)
+		if prepared.dataPath != "" {
+			m.data, err = openDataImage(prepared.dataPath, share)
 		} else {
 			m.data = newDataImage(prepared.Data, share)
 		}
@@ -129,33 +129,55 @@ func setUpRuntime(ctx context.Context, rt wazero.Runtime, m *nativeModule, funcs
 	return err
 }
 
+// preparedModule is a module as the native engine compiles it.
+type preparedModule struct {
+	*instrument.Result
+	// dataPath is the file the module's data is kept in (dataFile), or "" if Data
+	// holds it (or there is none).
+	dataPath string
+	// file is the file Wasm is a mapping of, or nil: Wasm lasts until it is closed
+	// and unreachable.
+	file *os.File
+}
+
+func (p *preparedModule) close() {
+	if p.file != nil {
+		p.file.Close()
+	}
+}
+
 // prepare instruments a module (package instrument), or reads the instrumented module
-// an earlier run kept in dir. If the module's data is kept in dir too (dataFile), it
-// returns that file's path, and a result without Data.
-func prepare(wasm []byte, dir string) (res *instrument.Result, dataPath string, err error) {
+// an earlier run kept in dir, mapped where the system allows: its pages are the page
+// cache's, neither allocated nor copied. The module's data is kept in dir too.
+func prepare(wasm []byte, dir string) (*preparedModule, error) {
 	if dir != "" {
-		if b, err := os.ReadFile(filepath.Join(dir, preparedFile)); err == nil {
-			if res, err := instrument.Describe(b); err == nil {
-				dataPath := filepath.Join(dir, dataFile)
-				if st, err := os.Stat(dataPath); err == nil && st.Size() > 0 && st.Size()%dataPad == 0 {
-					return res, dataPath, nil
+		if b, f, err := readFile(filepath.Join(dir, preparedFile)); err == nil {
+			p := &preparedModule{file: f}
+			if p.Result, err = instrument.Describe(b); err == nil {
+				p.dataPath = filepath.Join(dir, dataFile)
+				if st, err := os.Stat(p.dataPath); err == nil && st.Size() > 0 && st.Size()%dataPad == 0 {
+					return p, nil
 				}
 				// Kept by a host from before the data was, or the module has none (the
 				// rewrite left its data segments as they were).
-				if res.Data, err = instrument.Data(wasm); err == nil {
-					return res, keepData(dir, res), nil
+				if p.Data, err = instrument.Data(wasm); err == nil {
+					p.dataPath = keepData(dir, p.Result)
+					return p, nil
 				}
 			}
+			p.close()
 		}
 	}
-	if res, err = instrument.Rewrite(wasm); err != nil {
-		return nil, "", err
+	res, err := instrument.Rewrite(wasm)
+	if err != nil {
+		return nil, err
 	}
+	p := &preparedModule{Result: res}
 	if dir != "" {
 		keep(dir, preparedFile, res.Wasm)
-		dataPath = keepData(dir, res)
+		p.dataPath = keepData(dir, res)
 	}
-	return res, dataPath, nil
+	return p, nil
 }
 
 // keepData keeps res's data in dir's dataFile and returns the file's path, taking the

@@ -61,6 +61,22 @@ func openDataImage(path string, share bool) (*dataImage, error) {
 	return newDataImage(data, share), nil
 }
 
+// readFile returns the contents of the file at path, mapped if the system allows, and
+// the file they are a mapping of (nil if they were read): they last until it is closed
+// and unreachable.
+func readFile(path string) ([]byte, *os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if b, err := mapReadOnly(f); err == nil {
+		return b, f, nil
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	return b, nil, err
+}
+
 // fill copies the image to the start of mem.
 func (d *dataImage) fill(mem []byte) error {
 	if len(mem) < d.size {

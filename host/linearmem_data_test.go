@@ -181,14 +181,15 @@ func TestPreparedModuleFromCacheHasItsData(t *testing.T) {
 	}
 	check := func(what string) {
 		t.Helper()
-		res, path, err := prepare(wasm, dir)
+		p, err := prepare(wasm, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Data != nil || path != filepath.Join(dir, dataFile) {
-			t.Fatalf("%s: the data is %d bytes in the result and in file %q, want it in %s", what, len(res.Data), path, dataFile)
+		defer p.close()
+		if p.Data != nil || p.dataPath != filepath.Join(dir, dataFile) {
+			t.Fatalf("%s: the data is %d bytes in the result and in file %q, want it in %s", what, len(p.Data), p.dataPath, dataFile)
 		}
-		got, err := os.ReadFile(path)
+		got, err := os.ReadFile(p.dataPath)
 		if err != nil {
 			t.Fatal(err)
 		}

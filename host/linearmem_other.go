@@ -21,8 +21,8 @@ func (*arena) enter() {}
 
 func (*arena) leave() {}
 
-// mapReadOnly fails: memories here are on the Go heap, and a module's data is copied
-// into each.
+// mapReadOnly fails: files are read rather than mapped here, and a module's data is
+// copied into each memory.
 func mapReadOnly(*os.File) ([]byte, error) {
 	return nil, errors.New("no mapped module data on this system")
 }

@@ -197,15 +197,14 @@ func (m *heapMemory) Reallocate(size uint64) []byte {
 func (m *heapMemory) Free() { m.buf = nil }
 
 // mapReadOnly maps the whole of f shared and read-only, unmapped once f is
-// unreachable. f's size must be a whole number of pages: a mapping past its end
-// faults.
+// unreachable.
 func mapReadOnly(f *os.File) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if st.Size() == 0 || st.Size()%int64(os.Getpagesize()) != 0 {
-		return nil, fmt.Errorf("%s: %d bytes, not a whole number of pages", f.Name(), st.Size())
+	if st.Size() == 0 || int64(int(st.Size())) != st.Size() {
+		return nil, fmt.Errorf("%s: %d bytes, nothing to map", f.Name(), st.Size())
 	}
 	view, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
