@@ -151,7 +151,11 @@ func BenchmarkColdStartSteps(b *testing.B) {
 		}},
 		{"rewrite-again", func() error { _, err := prepare(wasm, ""); return err }},
 		{"data-from-cache", func() error {
-			d, err := openDataImage(filepath.Join(cfg.CacheDir, dataFile), true)
+			f, err := os.Open(filepath.Join(cfg.CacheDir, dataFile))
+			if err != nil {
+				return err
+			}
+			d, err := openDataImage(f, true)
 			if err == nil {
 				err = d.close()
 			}

@@ -89,8 +89,9 @@ func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.Modul
 	g.Go(func() error {
 		var err error
 		share := !e.copyData && !e.goHeapMemory
-		if prepared.dataPath != "" {
-			m.data, err = openDataImage(prepared.dataPath, share)
+		if f := prepared.dataFile; f != nil {
+			prepared.dataFile = nil // the image's now
+			m.data, err = openDataImage(f, share)
 		} else {
 			m.data = newDataImage(prepared.Data, share)
 		}
@@ -132,17 +133,21 @@ func setUpRuntime(ctx context.Context, rt wazero.Runtime, m *nativeModule, funcs
 // preparedModule is a module as the native engine compiles it.
 type preparedModule struct {
 	*instrument.Result
-	// dataPath is the file the module's data is kept in (dataFile), or "" if Data
-	// holds it (or there is none).
-	dataPath string
-	// file is the file Wasm is a mapping of, or nil: Wasm lasts until it is closed
-	// and unreachable.
-	file *os.File
+	// dataFile holds the module's data (the cache's dataFile), or is nil if Data
+	// does (or there is none). Opened as the module is prepared, it cannot be evicted
+	// from under the compilation.
+	dataFile *os.File
+	// wasmFile is the file Wasm is a mapping of, or nil: Wasm lasts until it is
+	// closed and unreachable.
+	wasmFile *os.File
 }
 
+// close closes the files.
 func (p *preparedModule) close() {
-	if p.file != nil {
-		p.file.Close()
+	for _, f := range []*os.File{p.dataFile, p.wasmFile} {
+		if f != nil {
+			f.Close()
+		}
 	}
 }
 
@@ -151,17 +156,16 @@ func (p *preparedModule) close() {
 // cache's, neither allocated nor copied. The module's data is kept in dir too.
 func prepare(wasm []byte, dir string) (*preparedModule, error) {
 	if dir != "" {
-		if b, f, err := readFile(filepath.Join(dir, preparedFile)); err == nil {
-			p := &preparedModule{file: f}
+		if b, f, err := mapOrRead(filepath.Join(dir, preparedFile)); err == nil {
+			p := &preparedModule{wasmFile: f}
 			if p.Result, err = instrument.Describe(b); err == nil {
-				p.dataPath = filepath.Join(dir, dataFile)
-				if st, err := os.Stat(p.dataPath); err == nil && st.Size() > 0 && st.Size()%dataPad == 0 {
+				if p.dataFile = openKeptData(dir); p.dataFile != nil {
 					return p, nil
 				}
 				// Kept by a host from before the data was, or the module has none (the
 				// rewrite left its data segments as they were).
 				if p.Data, err = instrument.Data(wasm); err == nil {
-					p.dataPath = keepData(dir, p.Result)
+					p.dataFile = keepData(dir, p.Result)
 					return p, nil
 				}
 			}
@@ -175,24 +179,41 @@ func prepare(wasm []byte, dir string) (*preparedModule, error) {
 	p := &preparedModule{Result: res}
 	if dir != "" {
 		keep(dir, preparedFile, res.Wasm)
-		p.dataPath = keepData(dir, res)
+		p.dataFile = keepData(dir, res)
 	}
 	return p, nil
 }
 
-// keepData keeps res's data in dir's dataFile and returns the file's path, taking the
-// data out of res; it returns "" if res has none or the file could not be written.
-func keepData(dir string, res *instrument.Result) string {
+// keepData keeps res's data in dir's dataFile and returns the file opened, taking the
+// data out of res; it returns nil if res has none or the file could not be written.
+func keepData(dir string, res *instrument.Result) *os.File {
 	if res.Data == nil {
-		return ""
+		return nil
 	}
 	padded := make([]byte, (len(res.Data)+dataPad-1)/dataPad*dataPad)
 	copy(padded, res.Data)
 	if !keep(dir, dataFile, padded) {
-		return ""
+		return nil
 	}
-	res.Data = nil
-	return filepath.Join(dir, dataFile)
+	f := openKeptData(dir)
+	if f != nil {
+		res.Data = nil
+	}
+	return f
+}
+
+// openKeptData opens dir's dataFile, or returns nil if there is none of a size it
+// could have been written with (whole WebAssembly pages).
+func openKeptData(dir string) *os.File {
+	f, err := os.Open(filepath.Join(dir, dataFile))
+	if err != nil {
+		return nil
+	}
+	if st, err := f.Stat(); err != nil || st.Size() == 0 || st.Size()%dataPad != 0 {
+		f.Close()
+		return nil
+	}
+	return f
 }
 
 // keep writes b to dir's file name, whole or not at all: another process may be

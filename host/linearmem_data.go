@@ -40,14 +40,10 @@ func newDataImage(data []byte, share bool) *dataImage {
 	return &dataImage{view: view, size: len(data)}
 }
 
-// openDataImage returns the image kept in the file at path (dataFile), mapped if share
-// and the system allows rather than read: its pages are the page cache's, with
-// nothing to copy or allocate. The file's size is a whole number of pages.
-func openDataImage(path string, share bool) (*dataImage, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("the module's data: %w", err)
-	}
+// openDataImage returns the image kept in f (the cache's dataFile, a whole number of
+// pages), which it takes over: mapped if share and the system allows rather than read,
+// its pages the page cache's, with nothing to copy or allocate.
+func openDataImage(f *os.File, share bool) (*dataImage, error) {
 	if share {
 		if view, err := mapReadOnly(f); err == nil {
 			return &dataImage{file: f, view: view, size: len(view)}, nil
@@ -61,10 +57,10 @@ func openDataImage(path string, share bool) (*dataImage, error) {
 	return newDataImage(data, share), nil
 }
 
-// readFile returns the contents of the file at path, mapped if the system allows, and
-// the file they are a mapping of (nil if they were read): they last until it is closed
-// and unreachable.
-func readFile(path string) ([]byte, *os.File, error) {
+// mapOrRead returns the contents of the file at path, mapped if the system allows,
+// and the file they are a mapping of (nil if they were read): they last until it is
+// closed and unreachable.
+func mapOrRead(path string) ([]byte, *os.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -186,10 +187,10 @@ func TestPreparedModuleFromCacheHasItsData(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.close()
-		if p.Data != nil || p.dataPath != filepath.Join(dir, dataFile) {
-			t.Fatalf("%s: the data is %d bytes in the result and in file %q, want it in %s", what, len(p.Data), p.dataPath, dataFile)
+		if p.Data != nil || p.dataFile == nil || p.dataFile.Name() != filepath.Join(dir, dataFile) {
+			t.Fatalf("%s: the data is %d bytes in the result and in file %v, want it in %s", what, len(p.Data), p.dataFile, dataFile)
 		}
-		got, err := os.ReadFile(p.dataPath)
+		got, err := io.ReadAll(p.dataFile)
 		if err != nil {
 			t.Fatal(err)
 		}
