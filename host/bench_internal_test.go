@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host/extismengine"
 	"github.com/terrarium-ai/terrarium/host/internal/engine"
+	"github.com/terrarium-ai/terrarium/host/internal/instrument"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
@@ -103,6 +105,7 @@ func warmInstanceMemory(b *testing.B, e Engine) {
 // cache on the native engine into its steps, each alone in a sub-benchmark: reading
 // the file, hashing it, checking its interface, opening its cache directory, the
 // rewritten module read back from the cache (and, for comparison, rewriting it again),
+// its data mapped from the cache (and, for comparison, derived again from the module),
 // the compilation (wazero reading its compiled code back, the host modules), an
 // instance (the start function) and its first describe (a Go guest's runtime starts),
 // then the whole Load into a new host.
@@ -139,8 +142,34 @@ func BenchmarkColdStartSteps(b *testing.B) {
 		{"sha256", func() error { sha256Hex(wasm); return nil }},
 		{"check-module", func() error { return CheckModule(wasm) }},
 		{"cache-dir", func() error { _, _, err := h.cache.forModule(h.eng.Name(), sum); return err }},
-		{"rewritten-from-cache", func() error { _, err := prepare(wasm, cfg.CacheDir); return err }},
+		{"rewritten-from-cache", func() error {
+			p, err := prepare(wasm, cfg.CacheDir)
+			if err == nil {
+				p.close()
+			}
+			return err
+		}},
 		{"rewrite-again", func() error { _, err := prepare(wasm, ""); return err }},
+		{"data-from-cache", func() error {
+			f, err := os.Open(filepath.Join(cfg.CacheDir, dataFile))
+			if err != nil {
+				return err
+			}
+			d, err := openDataImage(f, true)
+			if err == nil {
+				err = d.close()
+			}
+			return err
+		}},
+		{"data-derived", func() error {
+			// What a load from the cache did before the data was kept there: the data
+			// read again from the original module, into a memory file.
+			data, err := instrument.Data(wasm)
+			if err == nil {
+				err = newDataImage(data, true).close()
+			}
+			return err
+		}},
 		{"compile-from-cache", func() error {
 			// A cache of its own, as a new process has: one shared with a module still
 			// open would hand over that module's code from memory.
@@ -155,6 +184,13 @@ func BenchmarkColdStartSteps(b *testing.B) {
 				err = m.Close(ctx)
 			}
 			return errors.Join(err, cache.Close(ctx))
+		}},
+		{"runtime-set-up", func() error {
+			// What Compile does beside wazero compiling the guest, now at the same
+			// time: the host modules and the kernel.
+			rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cfg.Cache))
+			err := setUpRuntime(ctx, rt, &nativeModule{}, cfg.HostFuncs)
+			return errors.Join(err, rt.Close(ctx))
 		}},
 		{"instantiate", func() error {
 			inst, err := p.module.Instantiate(ctx)

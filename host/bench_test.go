@@ -8,7 +8,10 @@ import (
 	"go/ast"
 	"go/constant"
 	"go/parser"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +22,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/internal/langtest"
 )
 
 // nativeCalc is the calculator plugin's work done natively: parse, evaluate exactly,
@@ -320,4 +324,84 @@ func runInTurns(b *testing.B, tools []agent.Tool, input any) []time.Duration {
 		}
 		return time.Since(start)
 	})
+}
+
+// BenchmarkColdStartSizes loads plugins of several sizes from a warm compilation
+// cache, each into a new host (load), and compiles each from that cache alone, as a
+// new process does (compile: what wazero and the host do before the first instance):
+// a C plugin, the smallest Go plugin (testdata/minimal: Go's runtime, no SDK), three
+// Go plugins of the SDK (clock, the calculator, openai), and hostcheck, a test plugin. It reports each module's size and the size
+// of its compiled code in the cache.
+func BenchmarkColdStartSizes(b *testing.B) {
+	ctx := context.Background()
+	plugins := []struct {
+		name string
+		wasm func(b *testing.B) []byte
+	}{
+		{"adder-c", func(b *testing.B) []byte {
+			wasm, err := os.ReadFile(langtest.BuildC(b, "../examples/plugins-c/adder/plugin.c"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return wasm
+		}},
+		{"minimal-go", func(b *testing.B) []byte { return benchWasm(b, "testdata/minimal") }},
+		{"clock", func(b *testing.B) []byte { return benchWasm(b, "../plugins/clock") }},
+		{"hostcheck", func(b *testing.B) []byte { return benchWasm(b, "testdata/hostcheck") }},
+		{"calculator", func(b *testing.B) []byte { return benchWasm(b, "../plugins/calculator") }},
+		{"openai", func(b *testing.B) []byte { return benchWasm(b, "../plugins/openai") }},
+	}
+	for _, pl := range plugins {
+		b.Run(pl.name, func(b *testing.B) {
+			wasm := pl.wasm(b)
+			cache := b.TempDir()
+			load := func() (*host.Host, *host.Plugin) {
+				h, err := host.New(agent.NewRegistry(), host.WithCompilationCache(cache), host.WithLogger(slog.New(slog.DiscardHandler)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				p, err := h.Load(ctx, wasm, host.Manifest{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				return h, p
+			}
+			h, p := load() // fills the cache
+			defer h.Close(ctx)
+			var code int64
+			filepath.WalkDir(cache, func(path string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() && strings.HasPrefix(filepath.Base(filepath.Dir(path)), "wazero-") {
+					if info, err := d.Info(); err == nil {
+						code += info.Size()
+					}
+				}
+				return nil
+			})
+			steps := []struct {
+				name string
+				run  func()
+			}{
+				{"compile", func() {
+					if err := host.CompileFromCache(ctx, p, wasm); err != nil {
+						b.Fatal(err)
+					}
+				}},
+				{"load", func() {
+					h, _ := load()
+					h.Close(ctx)
+				}},
+			}
+			for _, s := range steps {
+				b.Run(s.name, func(b *testing.B) {
+					start := host.CPUTime(b)
+					for b.Loop() {
+						s.run()
+					}
+					b.ReportMetric(float64((host.CPUTime(b)-start).Microseconds())/1e3/float64(b.N), "cpu-ms/op")
+					b.ReportMetric(float64(len(wasm))/1e6, "wasm-MB")
+					b.ReportMetric(float64(code)/1e6, "code-MB")
+				})
+			}
+		})
+	}
 }

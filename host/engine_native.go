@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/host/internal/engine"
@@ -56,13 +57,24 @@ func (nativeEngine) Name() string { return "native" }
 // named for the rewrite's version so that a rewrite of another is not reused.
 const preparedFile = "native-" + instrument.Version + ".wasm"
 
+// dataFile is the module's data (instrument.Data), which the rewrite in preparedFile
+// no longer carries, kept beside it: zero-padded to whole WebAssembly pages, which
+// every system's page size divides and the memory's initial size is a multiple of, so
+// that instances map it as it is. It is trusted as wazero's compiled code beside it is:
+// the cache directory is the user's own.
+const dataFile = "native-" + instrument.Version + ".data"
+
+// dataPad is what dataFile's size is a multiple of: a WebAssembly page.
+const dataPad = 64 << 10
+
 func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.ModuleConfig) (engine.Module, error) {
-	prepared := &instrument.Result{Wasm: wasm}
+	prepared := &preparedModule{Result: &instrument.Result{Wasm: wasm}}
 	if !e.uninstrumented {
 		var err error
 		if prepared, err = prepare(wasm, cfg.CacheDir); err != nil {
 			return nil, err
 		}
+		defer prepared.close()
 	}
 	rc := wazero.NewRuntimeConfig().WithMemoryLimitPages(cfg.MemoryPages)
 	if cfg.Cache != nil {
@@ -70,68 +82,154 @@ func (e nativeEngine) Compile(ctx context.Context, wasm []byte, cfg engine.Modul
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	m := &nativeModule{rt: rt, resettable: cfg.Resettable, goHeapMemory: e.goHeapMemory, env: cfg.Env, live: map[*nativeInstance]struct{}{}}
-	fail := func(err error) (engine.Module, error) {
+	// wazero compiles on the goroutine calling it, hundreds of milliseconds for a Go
+	// guest even from its cache: the rest of the runtime is set up meanwhile, on
+	// another core if there is one.
+	var g errgroup.Group
+	g.Go(func() error {
+		var err error
+		share := !e.copyData && !e.goHeapMemory
+		if f := prepared.dataFile; f != nil {
+			prepared.dataFile = nil // the image's now
+			m.data, err = openDataImage(f, share)
+		} else {
+			m.data = newDataImage(prepared.Data, share)
+		}
+		return errors.Join(err, setUpRuntime(ctx, rt, m, cfg.HostFuncs))
+	})
+	var err error
+	m.guest, err = rt.CompileModule(ctx, prepared.Wasm)
+	if err = errors.Join(err, g.Wait()); err == nil {
+		err = checkImports(m.guest, cfg.HostFuncs)
+	}
+	if err != nil {
+		m.data.close()
 		rt.Close(context.Background())
 		return nil, err
 	}
-	var err error
-	if m.guest, err = rt.CompileModule(ctx, prepared.Wasm); err != nil {
-		return fail(err)
-	}
-	if err := checkImports(m.guest, cfg.HostFuncs); err != nil {
-		return fail(err)
-	}
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
-		return fail(err)
-	}
-	if err := instantiateKernelGo(ctx, rt); err != nil {
-		return fail(err)
-	}
-	if err := instantiateHostFuncs(ctx, rt, cfg.HostFuncs); err != nil {
-		return fail(err)
-	}
-	if err := instantiateYield(ctx, rt); err != nil {
-		return fail(err)
-	}
-	if m.kernel, err = rt.CompileModule(ctx, kernelWasm()); err != nil {
-		return fail(err)
-	}
 	m.globals = prepared.GlobalExports
-	m.data = newDataImage(prepared.Data, !e.copyData && !e.goHeapMemory)
 	return m, nil
 }
 
+// setUpRuntime instantiates in rt what a guest imports, and compiles m's kernel.
+func setUpRuntime(ctx context.Context, rt wazero.Runtime, m *nativeModule, funcs []engine.HostFunc) error {
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		return err
+	}
+	if err := instantiateKernelGo(ctx, rt); err != nil {
+		return err
+	}
+	if err := instantiateHostFuncs(ctx, rt, funcs); err != nil {
+		return err
+	}
+	if err := instantiateYield(ctx, rt); err != nil {
+		return err
+	}
+	var err error
+	m.kernel, err = rt.CompileModule(ctx, kernelWasm())
+	return err
+}
+
+// preparedModule is a module as the native engine compiles it.
+type preparedModule struct {
+	*instrument.Result
+	// dataFile holds the module's data (the cache's dataFile), or is nil if Data
+	// does (or there is none). Opened as the module is prepared, it cannot be evicted
+	// from under the compilation.
+	dataFile *os.File
+	// wasmFile is the file Wasm is a mapping of, or nil: Wasm lasts until it is
+	// closed and unreachable.
+	wasmFile *os.File
+}
+
+// close closes the files.
+func (p *preparedModule) close() {
+	for _, f := range []*os.File{p.dataFile, p.wasmFile} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
 // prepare instruments a module (package instrument), or reads the instrumented module
-// an earlier run kept in dir.
-func prepare(wasm []byte, dir string) (*instrument.Result, error) {
-	path := filepath.Join(dir, preparedFile)
+// an earlier run kept in dir, mapped where the system allows: its pages are the page
+// cache's, neither allocated nor copied. The module's data is kept in dir too.
+func prepare(wasm []byte, dir string) (*preparedModule, error) {
 	if dir != "" {
-		if b, err := os.ReadFile(path); err == nil {
-			if res, err := instrument.Describe(b); err == nil {
-				// The data the rewrite took out of the module is read again from the
-				// original, a copy of its data section (8.5-25 ms for the calculator's
-				// 2.46 MiB on a loaded machine, against 50-120 ms for the rewrite;
-				// instrument.BenchmarkData), rather than kept on disk beside it.
-				if res.Data, err = instrument.Data(wasm); err == nil {
-					return res, nil
+		if b, f, err := mapOrRead(filepath.Join(dir, preparedFile)); err == nil {
+			p := &preparedModule{wasmFile: f}
+			if p.Result, err = instrument.Describe(b); err == nil {
+				if p.dataFile = openKeptData(dir); p.dataFile != nil {
+					return p, nil
+				}
+				// Kept by a host from before the data was, or the module has none (the
+				// rewrite left its data segments as they were).
+				if p.Data, err = instrument.Data(wasm); err == nil {
+					p.dataFile = keepData(dir, p.Result)
+					return p, nil
 				}
 			}
+			p.close()
 		}
 	}
 	res, err := instrument.Rewrite(wasm)
 	if err != nil {
 		return nil, err
 	}
+	p := &preparedModule{Result: res}
 	if dir != "" {
-		// Written whole or not at all: another process may be reading it.
-		if tmp, err := os.CreateTemp(dir, preparedFile+".*"); err == nil {
-			_, werr := tmp.Write(res.Wasm)
-			if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
-				os.Remove(tmp.Name())
-			}
-		}
+		keep(dir, preparedFile, res.Wasm)
+		p.dataFile = keepData(dir, res)
 	}
-	return res, nil
+	return p, nil
+}
+
+// keepData keeps res's data in dir's dataFile and returns the file opened, taking the
+// data out of res; it returns nil if res has none or the file could not be written.
+func keepData(dir string, res *instrument.Result) *os.File {
+	if res.Data == nil {
+		return nil
+	}
+	padded := make([]byte, (len(res.Data)+dataPad-1)/dataPad*dataPad)
+	copy(padded, res.Data)
+	if !keep(dir, dataFile, padded) {
+		return nil
+	}
+	f := openKeptData(dir)
+	if f != nil {
+		res.Data = nil
+	}
+	return f
+}
+
+// openKeptData opens dir's dataFile, or returns nil if there is none of a size it
+// could have been written with (whole WebAssembly pages).
+func openKeptData(dir string) *os.File {
+	f, err := os.Open(filepath.Join(dir, dataFile))
+	if err != nil {
+		return nil
+	}
+	if st, err := f.Stat(); err != nil || st.Size() == 0 || st.Size()%dataPad != 0 {
+		f.Close()
+		return nil
+	}
+	return f
+}
+
+// keep writes b to dir's file name, whole or not at all: another process may be
+// reading it. It reports whether it did; the cache only saves time, so a failure
+// costs the next load the work again and nothing else.
+func keep(dir, name string, b []byte) bool {
+	tmp, err := os.CreateTemp(dir, name+".*")
+	if err != nil {
+		return false
+	}
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), filepath.Join(dir, name)) != nil {
+		os.Remove(tmp.Name())
+		return false
+	}
+	return true
 }
 
 // checkImports refuses a module importing what the engine does not provide, naming

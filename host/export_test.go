@@ -3,7 +3,10 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
+
+	"github.com/tetratelabs/wazero"
 
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/host/internal/engine"
@@ -31,4 +34,25 @@ func BareToolCall(tb testing.TB, p *Plugin, wasm []byte, tool string, input any)
 		_, err := inst.Call(bound, plugin.ExportCallTool, envelope)
 		return err
 	}
+}
+
+// CompileFromCache compiles p's module, wasm, on p's engine from the host's compilation
+// cache, as a new process does (a wazero cache of its own: one shared with p would hand
+// over p's code from memory), and closes it: a cold start without its first instance.
+func CompileFromCache(ctx context.Context, p *Plugin, wasm []byte) error {
+	h := p.host.root
+	cfg := engine.ModuleConfig{MemoryPages: p.manifest.MemoryPages, HostFuncs: h.hostFuncs()}
+	_, dir, err := h.cache.forModule(h.eng.Name(), p.sha256)
+	if err != nil {
+		return err
+	}
+	cfg.CacheDir = dir
+	if cfg.Cache, err = wazero.NewCompilationCacheWithDir(dir); err != nil {
+		return err
+	}
+	m, err := h.eng.Compile(ctx, wasm, cfg)
+	if err == nil {
+		err = m.Close(ctx)
+	}
+	return errors.Join(err, cfg.Cache.Close(ctx))
 }

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 )
@@ -37,6 +38,39 @@ func newDataImage(data []byte, share bool) *dataImage {
 	view := make([]byte, (len(data)+page-1)/page*page)
 	copy(view, data)
 	return &dataImage{view: view, size: len(data)}
+}
+
+// openDataImage returns the image kept in f (the cache's dataFile, a whole number of
+// pages), which it takes over: mapped if share and the system allows rather than read,
+// its pages the page cache's, with nothing to copy or allocate.
+func openDataImage(f *os.File, share bool) (*dataImage, error) {
+	if share {
+		if view, err := mapReadOnly(f); err == nil {
+			return &dataImage{file: f, view: view, size: len(view)}, nil
+		}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("the module's data: %w", err)
+	}
+	return newDataImage(data, share), nil
+}
+
+// mapOrRead returns the contents of the file at path, mapped if the system allows,
+// and the file they are a mapping of (nil if they were read): they last until it is
+// closed and unreachable.
+func mapOrRead(path string) ([]byte, *os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if b, err := mapReadOnly(f); err == nil {
+		return b, f, nil
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	return b, nil, err
 }
 
 // fill copies the image to the start of mem.

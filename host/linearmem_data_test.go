@@ -1,8 +1,12 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -73,37 +77,51 @@ func bytesAt(t *testing.T, inst *nativeInstance, n int) string {
 }
 
 // TestModuleDataIsEachInstances: each instance starts with the module's data, however
-// it got there, and writes to it are its own.
+// it got there (from the module without a cache, the module rewritten into a cache, or
+// the data file a cache kept), and writes to it are its own.
 func TestModuleDataIsEachInstances(t *testing.T) {
 	ctx := context.Background()
+	cached := t.TempDir()
+	compileData(t, nativeEngine{}, dataWasm(), false) // fills it
 	for _, v := range dataEngines {
-		t.Run(v.name, func(t *testing.T) {
-			m := compileData(t, v.eng, dataWasm(), false)
-			if m.data == nil {
-				t.Fatal("the module's data was left in its segments")
-			}
-			if mapped := m.data.file != nil; mapped != (v.name == "mapped" && runtime.GOOS == "linux") {
-				t.Errorf("the data is in a memory file: %v", mapped)
-			}
-			var insts [2]*nativeInstance
-			for i := range insts {
-				inst, err := m.Instantiate(ctx)
+		for _, c := range []struct{ name, dir string }{{"uncached", ""}, {"rewritten", t.TempDir()}, {"cached", cached}} {
+			dir := c.dir
+			t.Run(v.name+"/"+c.name, func(t *testing.T) {
+				mod, err := v.eng.Compile(ctx, dataWasm(), engine.ModuleConfig{MemoryPages: 16, CacheDir: dir})
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { inst.Close(ctx) })
-				insts[i] = inst.(*nativeInstance)
-			}
-			if _, err := insts[0].Call(ctx, "bump", nil); err != nil {
-				t.Fatal(err)
-			}
-			if got := bytesAt(t, insts[0], 5); got != "iello" {
-				t.Errorf("the instance that wrote its data reads %q, want %q", got, "iello")
-			}
-			if got := bytesAt(t, insts[1], 5); got != "hello" {
-				t.Errorf("the other instance reads %q, want %q", got, "hello")
-			}
-		})
+				defer mod.Close(ctx)
+				m := mod.(*nativeModule)
+				if m.data == nil {
+					t.Fatal("the module's data was left in its segments")
+				}
+				// A file of the cache maps where memories are reserved; a memory file
+				// only on linux.
+				wantMapped := v.name == "mapped" && (runtime.GOOS == "linux" || dir != "" && runtime.GOOS == "darwin")
+				if mapped := m.data.file != nil; mapped != wantMapped {
+					t.Errorf("the data is in a file to map: %v", mapped)
+				}
+				var insts [2]*nativeInstance
+				for i := range insts {
+					inst, err := m.Instantiate(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer inst.Close(ctx)
+					insts[i] = inst.(*nativeInstance)
+				}
+				if _, err := insts[0].Call(ctx, "bump", nil); err != nil {
+					t.Fatal(err)
+				}
+				if got := bytesAt(t, insts[0], 5); got != "iello" {
+					t.Errorf("the instance that wrote its data reads %q, want %q", got, "iello")
+				}
+				if got := bytesAt(t, insts[1], 5); got != "hello" {
+					t.Errorf("the other instance reads %q, want %q", got, "hello")
+				}
+			})
+		}
 	}
 }
 
@@ -152,20 +170,38 @@ func TestModuleWithPassiveDataIsLeftAsItIs(t *testing.T) {
 	}
 }
 
-// TestPreparedModuleFromCacheHasItsData: a module prepared from the rewrite kept on
-// disk gets its data back from the original.
+// TestPreparedModuleFromCacheHasItsData: the rewrite kept on disk comes with the
+// module's data beside it, padded to whole WebAssembly pages; a data file that is not
+// (cut short, say) is not used but written again.
 func TestPreparedModuleFromCacheHasItsData(t *testing.T) {
 	dir := t.TempDir()
 	wasm := dataWasm()
-	first, err := prepare(wasm, dir)
+	want, err := instrument.Data(wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := prepare(wasm, dir)
-	if err != nil {
+	check := func(what string) {
+		t.Helper()
+		p, err := prepare(wasm, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.close()
+		if p.Data != nil || p.dataFile == nil || p.dataFile.Name() != filepath.Join(dir, dataFile) {
+			t.Fatalf("%s: the data is %d bytes in the result and in file %v, want it in %s", what, len(p.Data), p.dataFile, dataFile)
+		}
+		got, err := io.ReadAll(p.dataFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got)%dataPad != 0 || !bytes.Equal(got[:len(want)], want) || bytes.Count(got[len(want):], []byte{0}) != len(got)-len(want) {
+			t.Errorf("%s: the data file holds %d bytes, want the %d of the data padded with zeros to a multiple of %d", what, len(got), len(want), dataPad)
+		}
+	}
+	check("rewritten")
+	check("from the cache")
+	if err := os.WriteFile(filepath.Join(dir, dataFile), want, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if want, _ := instrument.Data(wasm); string(first.Data) != string(want) || string(again.Data) != string(want) {
-		t.Errorf("prepared data: %d bytes, from the cache %d, want %d", len(first.Data), len(again.Data), len(want))
-	}
+	check("the data file cut short")
 }

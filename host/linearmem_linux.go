@@ -3,7 +3,6 @@ package host
 import (
 	"fmt"
 	"os"
-	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,10 +33,10 @@ func memfd(data []byte) (*os.File, []byte, error) {
 	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, seals); err != nil {
 		return fail("sealing", err)
 	}
-	view, err := unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	view, err := mapReadOnly(f)
 	if err != nil {
-		return fail("mapping", err)
+		f.Close()
+		return nil, nil, err
 	}
-	runtime.AddCleanup(f, func(view []byte) { unix.Munmap(view) }, view)
 	return f, view, nil
 }

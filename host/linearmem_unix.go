@@ -3,6 +3,9 @@
 package host
 
 import (
+	"fmt"
+	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -192,3 +195,21 @@ func (m *heapMemory) Reallocate(size uint64) []byte {
 }
 
 func (m *heapMemory) Free() { m.buf = nil }
+
+// mapReadOnly maps the whole of f shared and read-only, unmapped once f is
+// unreachable.
+func mapReadOnly(f *os.File) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() == 0 || int64(int(st.Size())) != st.Size() {
+		return nil, fmt.Errorf("%s: %d bytes, nothing to map", f.Name(), st.Size())
+	}
+	view, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping %s: %w", f.Name(), err)
+	}
+	runtime.AddCleanup(f, func(view []byte) { unix.Munmap(view) }, view)
+	return view, nil
+}

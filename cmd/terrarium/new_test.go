@@ -135,7 +135,7 @@ func TestScaffoldCopiesAreTheExamples(t *testing.T) {
 func TestPluginNewInCAndRust(t *testing.T) {
 	for _, tc := range []struct {
 		lang, file string
-		build      func(*testing.T, string) string
+		build      func(testing.TB, string) string
 	}{
 		{"c", "plugin.c", langtest.BuildC},
 		{"rust", "lib.rs", langtest.BuildRust},

@@ -86,7 +86,7 @@ func startServe(t *testing.T, args ...string) *served {
 }
 
 // launchServe runs terrarium serve with args and waits until it serves.
-func launchServe(t *testing.T, args ...string) *served {
+func launchServe(t testing.TB, args ...string) *served {
 	t.Helper()
 	cmd := exec.Command(binary(t), append([]string{"serve", "-addr", "127.0.0.1:0"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
@@ -128,7 +128,7 @@ func (s *served) stop(t *testing.T, sig os.Signal) error {
 }
 
 // call sends a request with a JSON body and decodes the JSON answer into out.
-func (s *served) call(t *testing.T, method, path, body string, out any) int {
+func (s *served) call(t testing.TB, method, path, body string, out any) int {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), method, s.url+path, strings.NewReader(body))
 	resp, err := http.DefaultClient.Do(req)

@@ -28,7 +28,7 @@ const install = "apt-get install clang lld rustc libstd-rust-dev-wasm32"
 
 // need returns the first of candidates found on PATH (or as a path) for which ok
 // holds, or skips the test (fails it in CI).
-func need(t *testing.T, what string, ok func(path string) bool, candidates ...string) string {
+func need(t testing.TB, what string, ok func(path string) bool, candidates ...string) string {
 	t.Helper()
 	for _, c := range candidates {
 		if p, err := exec.LookPath(c); err == nil && ok(p) {
@@ -39,7 +39,7 @@ func need(t *testing.T, what string, ok func(path string) bool, candidates ...st
 	return ""
 }
 
-func run(t *testing.T, name string, args ...string) {
+func run(t testing.TB, name string, args ...string) {
 	t.Helper()
 	out, err := exec.CommandContext(t.Context(), name, args...).CombinedOutput()
 	if err != nil {
@@ -49,7 +49,7 @@ func run(t *testing.T, name string, args ...string) {
 
 // BuildC compiles a C plugin for freestanding wasm32, as a reactor, into a .wasm file
 // in a temporary directory, and returns its path.
-func BuildC(t *testing.T, src string) string {
+func BuildC(t testing.TB, src string) string {
 	t.Helper()
 	clang := need(t, "clang with wasm-ld", func(string) bool {
 		_, err := exec.LookPath("wasm-ld")
@@ -62,7 +62,7 @@ func BuildC(t *testing.T, src string) string {
 
 // BuildRust compiles a Rust plugin (one file, no crates) for wasm32-unknown-unknown
 // into a .wasm file in a temporary directory, and returns its path.
-func BuildRust(t *testing.T, src string) string {
+func BuildRust(t testing.TB, src string) string {
 	t.Helper()
 	// rustup's rustc, first on PATH, may lack the wasm32 standard library that
 	// Debian's has.
