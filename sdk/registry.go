@@ -164,12 +164,13 @@ func addTool[In, Out any](r *registry, name, description string, fn func(context
 	if _, multipart := any(*new(Out)).(*MultipartOutput); !multipart {
 		def.OutputSchema = schemaFor[Out]()
 	}
+	schema := compileSchema(def.InputSchema)
 	call := func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var in In
 		if len(raw) == 0 || string(raw) == "null" {
 			raw = json.RawMessage("{}") // hosts may omit the input of a tool taking none
 		}
-		if err := validate(def.InputSchema, raw); err != nil {
+		if err := schema.validate(raw); err != nil {
 			return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
 		}
 		var err error
