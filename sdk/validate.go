@@ -22,24 +22,24 @@ func validate(schema map[string]any, raw []byte) error {
 	return compileSchema(schema).validate(raw)
 }
 
-// compiled is a schema as validate walks it: its keywords looked up once, when a tool
+// compiledSchema is a schema as validate walks it: its keywords looked up once, when a tool
 // is registered, instead of in maps of the schema for every value of every call, and
 // its pattern compiled once. It knows the keywords schemaFor emits: type, properties,
 // required, additionalProperties, items, enum, minimum, maximum, exclusiveMinimum,
 // exclusiveMaximum, minLength, maxLength, minItems, maxItems, pattern and format
 // date-time. A keyword of another type than the one it takes is ignored, as are
 // unknown keywords and a pattern that does not compile.
-type compiled struct {
+type compiledSchema struct {
 	typ     any // "type" as written: a string, a list of them, or nil for any type
 	hasType bool
 	enum    []any
 	hasEnum bool
 
-	props    map[string]*compiled // "properties" that are schemas
+	props    map[string]*compiledSchema // "properties" that are schemas
 	required []string
-	closed   bool      // additionalProperties: false
-	extra    *compiled // additionalProperties as a schema, or nil
-	items    *compiled
+	closed   bool            // additionalProperties: false
+	extra    *compiledSchema // additionalProperties as a schema, or nil
+	items    *compiledSchema
 
 	minItems, maxItems, minLength, maxLength   bound
 	minimum, maximum, exclMinimum, exclMaximum bound
@@ -56,15 +56,15 @@ type bound struct {
 }
 
 // compileSchema returns the compiled form of s, nil for no schema (any input).
-func compileSchema(s map[string]any) *compiled {
+func compileSchema(s map[string]any) *compiledSchema {
 	if s == nil {
 		return nil
 	}
-	c := &compiled{}
+	c := &compiledSchema{}
 	c.typ, c.hasType = s["type"]
 	c.enum, c.hasEnum = s["enum"].([]any)
 	if props, ok := s["properties"].(map[string]any); ok {
-		c.props = make(map[string]*compiled, len(props))
+		c.props = make(map[string]*compiledSchema, len(props))
 		for k, p := range props {
 			if ps, ok := p.(map[string]any); ok {
 				c.props[k] = compileSchema(ps)
@@ -104,13 +104,13 @@ func compileSchema(s map[string]any) *compiled {
 // The error names the first failing location. raw must be valid JSON: a tool's input
 // is part of its call's, which callTool checked, and another validity pass would cost
 // a tool with a schema a millisecond or more per MiB in a wasm guest.
-func (c *compiled) validate(raw []byte) error {
+func (c *compiledSchema) validate(raw []byte) error {
 	if c == nil {
 		return nil
 	}
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	if raw[0] == '{' && !c.hasEnum {
-		if err, ok := c.checkMembers(raw); ok {
+		if done, err := c.checkMembers(raw); done {
 			if err != nil {
 				return err
 			}
@@ -124,7 +124,7 @@ func (c *compiled) validate(raw []byte) error {
 	if err := c.check(v); err != nil {
 		return err
 	}
-	return nil
+	return nil // not check's nil *schemaError, which as an error is not nil
 }
 
 // member is a top-level member of an input: its key without quotes (unescaped) and its
@@ -140,11 +140,11 @@ const maxMembers = 32
 // checkMembers checks the valid JSON object raw against c as check would check its
 // tree, member by member, without the tree: in a wasm guest each of its allocations
 // (the map, every member's value, a copy of every string) costs about a microsecond,
-// and a string whose schema has only a type is not even copied. It declines (false)
+// and a string whose schema has only a type is not even copied. It declines (done false)
 // an object of more than maxMembers members, and one with an object or array it would
 // not walk (an ignored member's, or one nested too deeply), so that inputTree bounds
 // every value's nesting, which decodeValid relies on.
-func (c *compiled) checkMembers(raw []byte) (*schemaError, bool) {
+func (c *compiledSchema) checkMembers(raw []byte) (done bool, err *schemaError) {
 	var buf [8]member
 	ms := buf[:0]
 	scanJSON(raw, func(key, value []byte) {
@@ -159,20 +159,20 @@ func (c *compiled) checkMembers(raw []byte) (*schemaError, bool) {
 		ms = append(ms, member{k, value})
 	})
 	if len(ms) > maxMembers {
-		return nil, false
+		return false, nil
 	}
 	if c.hasType && !typeMatches(c.typ, map[string]any(nil)) {
-		return mismatch("want %v, got object", c.typ), true
+		return true, mismatch("want %v, got object", c.typ)
 	}
 	for _, r := range c.required {
 		if !slices.ContainsFunc(ms, func(m member) bool { return string(m.key) == r }) {
-			return mismatch("missing property %q", r), true
+			return true, mismatch("missing property %q", r)
 		}
 	}
 	for i, m := range ms {
 		ps, known := c.props[string(m.key)]
 		if !known && c.closed {
-			return mismatch("unknown property %q", m.key), true
+			return true, mismatch("unknown property %q", m.key)
 		}
 		if !known {
 			ps = c.extra
@@ -180,37 +180,37 @@ func (c *compiled) checkMembers(raw []byte) (*schemaError, bool) {
 		// The last of a repeated key counts, as in encoding/json.
 		if ps == nil || slices.ContainsFunc(ms[i+1:], func(later member) bool { return bytes.Equal(later.key, m.key) }) {
 			if m.value[0] == '{' || m.value[0] == '[' {
-				return nil, false
+				return false, nil
 			}
 			continue
 		}
-		err, ok := ps.checkValue(m.value)
-		if !ok {
-			return nil, false
+		done, err := ps.checkValue(m.value)
+		if !done {
+			return false, nil
 		}
 		if err != nil {
 			err.at = "/" + string(m.key) + err.at
-			return err, true
+			return true, err
 		}
 	}
-	return nil, true
+	return true, nil
 }
 
 // checkValue checks the valid JSON value v, a top-level member's, against c, or
-// declines (false) a value nested too deeply. A string is decoded only for a keyword
+// declines (done false) a value nested too deeply. A string is decoded only for a keyword
 // that reads it.
-func (c *compiled) checkValue(v []byte) (*schemaError, bool) {
+func (c *compiledSchema) checkValue(v []byte) (done bool, err *schemaError) {
 	if v[0] == '"' && !c.hasEnum && !c.minLength.ok && !c.maxLength.ok && c.re == nil && !c.dateTime {
 		if c.hasType && !typeMatches(c.typ, "") {
-			return mismatch("want %v, got string", c.typ), true
+			return true, mismatch("want %v, got string", c.typ)
 		}
-		return nil, true
+		return true, nil
 	}
-	e, err := memberTree(v)
-	if err != nil {
-		return nil, false
+	e, deep := memberTree(v)
+	if deep != nil {
+		return false, nil
 	}
-	return c.check(e), true
+	return true, c.check(e)
 }
 
 // inputTree returns the valid JSON value raw as treeOf does. The members of a top-level
@@ -310,7 +310,7 @@ func validUTF8(s string) string {
 // check checks the value v against c. The failure's location is put together only on
 // a failure, on the way back up: a string built for every value checked, as a path
 // would be, is an allocation each, about half a microsecond in a wasm guest.
-func (c *compiled) check(v any) *schemaError {
+func (c *compiledSchema) check(v any) *schemaError {
 	if c.hasType && !typeMatches(c.typ, v) {
 		return mismatch("want %v, got %s", c.typ, jsonType(v))
 	}
