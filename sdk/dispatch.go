@@ -147,17 +147,20 @@ func (r *registry) callTool(input []byte) ([]byte, error) {
 	if input = bytes.TrimLeft(input, " \t\r\n"); input[0] != '{' && input[0] != 'n' {
 		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: not a JSON object", export)
 	}
-	name, ok := unquote(toolValue)
-	if !ok {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: the tool's name is not a string", export)
-	}
-	if name == "" {
-		return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no tool", export)
-	}
-	t := r.tool(name)
+	t := r.toolNamed(toolValue)
 	if t == nil {
-		return nil, abi.Errorf(abi.CodeNotFound, "no tool %q", name)
+		name, ok := unquote(toolValue)
+		if !ok {
+			return nil, abi.Errorf(abi.CodeInvalidInput, "%s: malformed input: the tool's name is not a string", export)
+		}
+		if name == "" {
+			return nil, abi.Errorf(abi.CodeInvalidInput, "%s: the input names no tool", export)
+		}
+		if t = r.tool(name); t == nil {
+			return nil, abi.Errorf(abi.CodeNotFound, "no tool %q", name)
+		}
 	}
+	name := t.def.Name
 	ctx := context.Background()
 	if resumed != nil && string(resumed) != "null" {
 		var md map[string]any

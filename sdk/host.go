@@ -3,6 +3,7 @@ package sdk
 import (
 	"encoding/json"
 	"fmt"
+	"unsafe"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
@@ -21,12 +22,26 @@ type hostArg struct {
 
 func blockArg(b []byte) hostArg { return hostArg{data: b} }
 
+// textArg is a block holding s, without the copy []byte(s) would make (a KiB message
+// is a KiB allocated, and in a wasm guest each allocation costs about a microsecond):
+// a hostCaller only reads its arguments' data.
+func textArg(s string) hostArg { return hostArg{data: unsafe.Slice(unsafe.StringData(s), len(s))} }
+
 func numArg(n int64) hostArg { return hostArg{num: n, isNum: true} }
 
+// hostArgs are the parameters of one host function call, at most two (ABI.md, section
+// 3): args[:n]. They are an array passed by value because a slice passed through the
+// hostCaller interface escapes, an allocation on every call.
+type hostArgs struct {
+	n    int
+	args [2]hostArg
+}
+
 // hostCaller calls the host functions of plugin.HostModule. call returns the contents of
-// the result block (tag byte first); the block and the argument blocks are freed.
+// the result block (tag byte first); the block and the argument blocks are freed. It
+// only reads its arguments' data.
 type hostCaller interface {
-	call(fn string, args ...hostArg) []byte
+	call(fn string, args hostArgs) []byte
 }
 
 // host is the host the package's functions call: the real one in a wasip1 build, one
@@ -36,7 +51,7 @@ var host hostCaller = defaultHost()
 // noHost is the host outside a plugin: every call fails.
 type noHost struct{}
 
-func (noHost) call(fn string, _ ...hostArg) []byte {
+func (noHost) call(fn string, _ hostArgs) []byte {
 	b, _ := json.Marshal(abi.Errorf(abi.CodeInternal, "sdk: %s: host functions are only available in a plugin (GOOS=wasip1)", fn))
 	return append([]byte{plugin.ResultError}, b...)
 }
@@ -44,7 +59,12 @@ func (noHost) call(fn string, _ ...hostArg) []byte {
 // callHost calls a host function and returns the payload of its result block, or the
 // error it holds.
 func callHost(fn string, args ...hostArg) ([]byte, error) {
-	return parseResult(fn, host.call(fn, args...))
+	var a hostArgs
+	if len(args) > len(a.args) {
+		panic(fmt.Sprintf("sdk: %s: %d arguments, more than a host function takes", fn, len(args)))
+	}
+	a.n = copy(a.args[:], args)
+	return parseResult(fn, host.call(fn, a))
 }
 
 // parseResult splits a result block into its payload or its error (ABI.md, section 3).
@@ -180,7 +200,7 @@ func stream(v any) error {
 
 // Config returns the value of a config key the manifest grants the plugin.
 func Config(key string) (string, error) {
-	b, err := callHost(plugin.FnConfigGet, blockArg([]byte(key)))
+	b, err := callHost(plugin.FnConfigGet, textArg(key))
 	return string(b), err
 }
 
@@ -188,14 +208,14 @@ func Config(key string) (string, error) {
 // Prefer {{secret:NAME}} placeholders in HTTP headers, which the host fills in without
 // the plugin ever seeing the value.
 func Secret(name string) (string, error) {
-	b, err := callHost(plugin.FnSecretGet, blockArg([]byte(name)))
+	b, err := callHost(plugin.FnSecretGet, textArg(name))
 	return string(b), err
 }
 
 // Log writes a message to the host's log at the given level. It never fails: a message
 // the host does not take is dropped.
 func Log(level plugin.LogLevel, msg string) {
-	_, _ = callHost(plugin.FnLog, numArg(int64(level)), blockArg([]byte(msg)))
+	_, _ = callHost(plugin.FnLog, numArg(int64(level)), textArg(msg))
 }
 
 // Logf writes a formatted message to the host's log at the given level.

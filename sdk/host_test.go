@@ -26,7 +26,8 @@ type fakeHostCaller struct {
 	handlers map[string]func(args []hostArg) []byte
 }
 
-func (h *fakeHostCaller) call(fn string, args ...hostArg) []byte {
+func (h *fakeHostCaller) call(fn string, a hostArgs) []byte {
+	args := a.args[:a.n]
 	h.calls = append(h.calls, fakeCall{fn, args})
 	if f, ok := h.handlers[fn]; ok {
 		return f(args)

@@ -240,16 +240,16 @@ func readBlock(off uint64) []byte {
 // wasmHost calls the imported host functions.
 type wasmHost struct{}
 
-func (wasmHost) call(fn string, args ...hostArg) []byte {
-	p := make([]uint64, len(args))
-	var blocks []uint64
-	for i, a := range args {
+func (wasmHost) call(fn string, a hostArgs) []byte {
+	// p and blocks are arrays, not slices made per call: an allocation each.
+	var p, blocks [len(a.args)]uint64
+	for i, arg := range a.args[:a.n] {
 		switch {
-		case a.isNum:
-			p[i] = uint64(a.num)
-		case len(a.data) > 0:
-			p[i] = writeBlock(a.data)
-			blocks = append(blocks, p[i])
+		case arg.isNum:
+			p[i] = uint64(arg.num)
+		case len(arg.data) > 0:
+			p[i] = writeBlock(arg.data)
+			blocks[i] = p[i]
 		}
 	}
 	var res uint64
@@ -292,7 +292,9 @@ func (wasmHost) call(fn string, args ...hostArg) []byte {
 		extismFree(res)
 	}
 	for _, b := range blocks {
-		extismFree(b)
+		if b != 0 {
+			extismFree(b)
+		}
 	}
 	return out
 }

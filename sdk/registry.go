@@ -164,12 +164,13 @@ func addTool[In, Out any](r *registry, name, description string, fn func(context
 	if _, multipart := any(*new(Out)).(*MultipartOutput); !multipart {
 		def.OutputSchema = schemaFor[Out]()
 	}
+	schema := compileSchema(def.InputSchema)
 	call := func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var in In
 		if len(raw) == 0 || string(raw) == "null" {
 			raw = json.RawMessage("{}") // hosts may omit the input of a tool taking none
 		}
-		if err := validate(def.InputSchema, raw); err != nil {
+		if err := schema.validate(raw); err != nil {
 			return nil, abi.Errorf(abi.CodeInvalidInput, "tool %q: input: %v", name, err)
 		}
 		var err error
@@ -301,6 +302,24 @@ func (r *registry) tool(name string) *toolEntry {
 	defer r.mu.Unlock()
 	for _, t := range r.tools {
 		if t.def.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// toolNamed returns the tool whose name the JSON value v is, if v is a string written
+// without escapes, or nil. It compares the name as written, without the copy unquote
+// makes: in a wasm guest, an allocation on every call.
+func (r *registry) toolNamed(v []byte) *toolEntry {
+	if len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
+		return nil
+	}
+	name := v[1 : len(v)-1]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.tools {
+		if t.def.Name == string(name) {
 			return t
 		}
 	}

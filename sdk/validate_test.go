@@ -64,16 +64,60 @@ func TestValidateNamesTheLocation(t *testing.T) {
 	}
 }
 
+// TestValidateRepeatedKey checks that of a repeated key the last counts, as encoding/json
+// decodes it, also where checkMembers checks an object without its tree.
+func TestValidateRepeatedKey(t *testing.T) {
+	s := schemaFor[validateIn]()
+	if err := validate(s, []byte(`{"name":1,"name":"ab"}`)); err != nil {
+		t.Errorf("a bad name, then a good one: %v", err)
+	}
+	if err := validate(s, []byte(`{"name":"ab","name":1}`)); err == nil || err.Error() != "/name: want string, got number" {
+		t.Errorf("a good name, then a bad one: %v, want /name: want string, got number", err)
+	}
+	if err := validate(s, []byte(`{"n\u0061me":"ab","name":"x"}`)); err == nil || err.Error() != "/name: 1 characters, want at least 2" {
+		t.Errorf("an escaped key, then the same unescaped: %v, want /name: 1 characters, want at least 2", err)
+	}
+}
+
+// TestValidateBoundsEveryMember checks that a value nested more than maxDepth deep is
+// refused wherever it is, also in a member the schema ignores or a repeated key's
+// first: decodeValid's decoder has no depth limit of its own.
+func TestValidateBoundsEveryMember(t *testing.T) {
+	deep := strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)
+	open := map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{}}}
+	for _, in := range []string{`{"b":` + deep + `}`, `{"a":` + deep + `,"a":1}`, `{"a":` + deep + `}`} {
+		if err := validate(open, []byte(in)); err == nil || !strings.Contains(err.Error(), "nested more than") {
+			t.Errorf("validate(%.20s...) = %v, want nested more than %d deep", in, err, maxDepth)
+		}
+	}
+}
+
+// FuzzValidate holds validate, which checks a top-level object's members without its
+// tree (checkMembers), to check on the tree, for schemas closed and open.
 func FuzzValidate(f *testing.F) {
 	f.Add(`{"name":"ab","inner":{"x":1}}`)
 	f.Add(`{"name":1e400}`)
 	f.Add(`[[[[]]]]`)
-	s := schemaFor[validateIn]()
+	f.Add(`{"name":"ab","name":1,"tags":["a"],"x":{"y":[]}}`)
+	f.Add(`{"n\u0061me":"abc","age":"x","kind":"c"}`)
+	schemas := []map[string]any{schemaFor[validateIn](), schemaFor[map[string]int](), {"type": "object"}}
 	f.Fuzz(func(t *testing.T, in string) {
 		if !json.Valid([]byte(in)) {
 			return // validate's callers check that first
 		}
-		validate(s, []byte(in)) // must not panic
+		for _, s := range schemas {
+			c := compileSchema(s)
+			got := c.validate([]byte(in))
+			var want error
+			if v, err := inputTree([]byte(in)); err != nil {
+				want = err
+			} else if err := c.check(v); err != nil {
+				want = err
+			}
+			if (got == nil) != (want == nil) {
+				t.Errorf("validate(%q) = %v, on the tree %v", in, got, want)
+			}
+		}
 	})
 }
 
