@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
@@ -309,21 +310,13 @@ func (r *registry) tool(name string) *toolEntry {
 }
 
 // toolNamed returns the tool whose name the JSON value v is, if v is a string written
-// without escapes, or nil. It compares the name as written, without the copy unquote
+// without escapes, or nil. It looks the name up as written, without the copy unquote
 // makes: in a wasm guest, an allocation on every call.
 func (r *registry) toolNamed(v []byte) *toolEntry {
-	if len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
+	if len(v) < 3 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
 		return nil
 	}
-	name := v[1 : len(v)-1]
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, t := range r.tools {
-		if t.def.Name == string(name) {
-			return t
-		}
-	}
-	return nil
+	return r.tool(unsafe.String(&v[1], len(v)-2)) // tool keeps nothing of the name
 }
 
 func (r *registry) model(name string) *modelEntry {

@@ -15,14 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// validate checks a tool's JSON input against the schema the SDK inferred for it, as
-// compileSchema(schema).validate does. A tool compiles its schema once, when it is
-// registered.
-func validate(schema map[string]any, raw []byte) error {
-	return compileSchema(schema).validate(raw)
-}
-
-// compiledSchema is a schema as validate walks it: its keywords looked up once, when a tool
+// compiledSchema is a tool's input schema as the SDK checks inputs against it: its keywords looked up once, when a tool
 // is registered, instead of in maps of the schema for every value of every call, and
 // its pattern compiled once. It knows the keywords schemaFor emits: type, properties,
 // required, additionalProperties, items, enum, minimum, maximum, exclusiveMinimum,

@@ -9,6 +9,11 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+// validate checks raw against schema as a tool registered with it does.
+func validate(schema map[string]any, raw []byte) error {
+	return compileSchema(schema).validate(raw)
+}
+
 type validateIn struct {
 	Name  string   `json:"name" jsonschema:"minLength=2,maxLength=5,pattern=^[a-z]+$"`
 	Age   int      `json:"age,omitempty" jsonschema:"minimum=0,maximum=150"`
