@@ -170,21 +170,7 @@ func BenchmarkColdStartSteps(b *testing.B) {
 			}
 			return err
 		}},
-		{"compile-from-cache", func() error {
-			// A cache of its own, as a new process has: one shared with a module still
-			// open would hand over that module's code from memory.
-			cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
-			if err != nil {
-				return err
-			}
-			cfg := cfg
-			cfg.Cache = cache
-			m, err := h.eng.Compile(ctx, wasm, cfg)
-			if err == nil {
-				err = m.Close(ctx)
-			}
-			return errors.Join(err, cache.Close(ctx))
-		}},
+		{"compile-from-cache", func() error { return CompileFromCache(ctx, p, wasm) }},
 		{"runtime-set-up", func() error {
 			// What Compile does beside wazero compiling the guest, now at the same
 			// time: the host modules and the kernel.

@@ -330,8 +330,8 @@ func runInTurns(b *testing.B, tools []agent.Tool, input any) []time.Duration {
 // cache, each into a new host (load), and compiles each from that cache alone, as a
 // new process does (compile: what wazero and the host do before the first instance):
 // a C plugin, the smallest Go plugin (testdata/minimal: Go's runtime, no SDK), three
-// Go plugins of the SDK (clock, the calculator, openai), and hostcheck, a test plugin. It reports each module's size and the size
-// of its compiled code in the cache.
+// Go plugins of the SDK (clock, the calculator, openai), and hostcheck, a test plugin.
+// It reports each module's size and the size of its compiled code in the cache.
 func BenchmarkColdStartSizes(b *testing.B) {
 	ctx := context.Background()
 	plugins := []struct {
