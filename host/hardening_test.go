@@ -278,18 +278,26 @@ func TestUnloadLetsCallsInFlightFinish(t *testing.T) {
 	forEachEngine(t, testUnloadLetsCallsInFlightFinish)
 }
 
-func testUnloadLetsCallsInFlightFinish(t *testing.T, engine host.Option) {
+// sleepingCall loads misbehave on engine and starts a call of its sleep tool for ms
+// milliseconds, returning once the guest is in it; the call's error arrives on done
+// (an output other than "slept" is one).
+func sleepingCall(t *testing.T, engine host.Option, ms int) (p *host.Plugin, done <-chan error) {
 	p, r, logs := misbehaving(t, host.Manifest{Timeout: seconds(60)}, engine)
 	entered := logs.logged("sleeping")
-	done := make(chan error, 1)
+	result := make(chan error, 1)
 	go func() {
-		out, err := runWith(context.Background(), r, "misbehave/sleep", map[string]any{"ms": 500})
+		out, err := runWith(context.Background(), r, "misbehave/sleep", map[string]any{"ms": ms})
 		if err == nil && out != "slept" {
 			err = fmt.Errorf("output %v", out)
 		}
-		done <- err
+		result <- err
 	}()
 	<-entered
+	return p, result
+}
+
+func testUnloadLetsCallsInFlightFinish(t *testing.T, engine host.Option) {
+	p, done := sleepingCall(t, engine, 500)
 	if err := p.Unload(context.Background()); err != nil {
 		t.Errorf("unload: %v", err)
 	}
@@ -309,14 +317,7 @@ func TestUnloadEndsCallsInFlightWhenItsContextEnds(t *testing.T) {
 }
 
 func testUnloadEndsCallsInFlightWhenItsContextEnds(t *testing.T, engine host.Option) {
-	p, r, logs := misbehaving(t, host.Manifest{Timeout: seconds(60)}, engine)
-	entered := logs.logged("sleeping")
-	done := make(chan error, 1)
-	go func() {
-		_, err := runWith(context.Background(), r, "misbehave/sleep", map[string]any{"ms": 3_600_000})
-		done <- err
-	}()
-	<-entered
+	p, done := sleepingCall(t, engine, 3_600_000)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := p.Unload(ctx); err == nil {
