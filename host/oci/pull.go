@@ -43,7 +43,9 @@ func WithClient(c *Client) PullerOption { return pullerOption(func(p *Puller) { 
 
 // WithCacheDir keeps pulled plugins in dir instead of terrarium/oci under the user's
 // cache directory.
-func WithCacheDir(dir string) PullerOption { return pullerOption(func(p *Puller) { p.cache.dir = dir }) }
+func WithCacheDir(dir string) PullerOption {
+	return pullerOption(func(p *Puller) { p.cache.dir = dir })
+}
 
 // WithCacheLimit keeps the cached blobs under n bytes (DefaultCacheLimit), evicting
 // those used least recently; 0 or less keeps everything.
@@ -56,7 +58,9 @@ func WithCacheLimit(n int64) PullerOption {
 func AllowFloatingTags() PullerOption { return pullerOption(func(p *Puller) { p.floating = true }) }
 
 // WithTimeout bounds each pull (DefaultTimeout).
-func WithTimeout(d time.Duration) PullerOption { return pullerOption(func(p *Puller) { p.timeout = d }) }
+func WithTimeout(d time.Duration) PullerOption {
+	return pullerOption(func(p *Puller) { p.timeout = d })
+}
 
 // WithLogger reports what pulling does (default slog.Default()).
 func WithLogger(l *slog.Logger) PullerOption { return pullerOption(func(p *Puller) { p.log = l }) }
