@@ -126,6 +126,9 @@ Credentials come from the Docker config file (docker login, oras login).`)
 		return exitUsage
 	}
 	ref, err := oci.ParseReference(pos[1])
+	if err == nil && (ref.Pinned() || ref.Tag == "") {
+		err = fmt.Errorf("%s: push to a tag, without a digest: the digest is what the push makes", pos[1])
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "terrarium plugin push: %v\n", err)
 		return exitUsage
