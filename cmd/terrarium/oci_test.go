@@ -2,11 +2,22 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/terrarium-ai/terrarium/deploy"
+	"github.com/terrarium-ai/terrarium/host/oci"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 	"github.com/terrarium-ai/terrarium/internal/testenv"
 )
@@ -79,5 +90,64 @@ func TestPluginPushRefuses(t *testing.T) {
 	}
 	if code, _, stderr := terrarium(t, "plugin", "push", junk, "nonsense"); code != exitUsage {
 		t.Errorf("push to nonsense: exit %d, %s", code, stderr)
+	}
+}
+
+// TestTenantsSignaturePolicy serves two tenants an agent file naming a registry
+// plugin by digest: both load it from one cached copy; a tenant whose policy trusts a
+// key refuses it unsigned, naming the tenant's policy.
+func TestTenantsSignaturePolicy(t *testing.T) {
+	reg := testenv.StartRegistry(t)
+	dir := t.TempDir()
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	wasm := filepath.Join(dir, "offline.wasm")
+	if err := os.WriteFile(wasm, pluginbuild.WasmForTest(t, "../../plugins/offline"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := terrarium(t, "plugin", "push", wasm, reg.Addr+"/plugins/offline:1")
+	if code != exitOK {
+		t.Fatalf("push: exit %d, %s", code, stderr)
+	}
+	agents := filepath.Join(dir, "agents")
+	if err := os.Mkdir(agents, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agentFile := "name: a\nmodel: {name: offline/echo}\nplugins:\n  - path: " + strings.TrimSpace(stdout) + "\n"
+	if err := os.WriteFile(filepath.Join(agents, "a.yaml"), []byte(agentFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err := os.WriteFile(filepath.Join(dir, "cosign.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, err := deploy.ReadDir(agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployAll := func(tenants string) error {
+		path := filepath.Join(dir, "tenants.yaml")
+		if err := os.WriteFile(path, []byte(tenants), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f := serveFlags{tenants: path, data: t.TempDir(), oci: ociFlags{cacheDir: filepath.Join(dir, "cache")}}
+		st, err := deployTenants(t.Context(), files, f, slog.New(slog.DiscardHandler), noop.NewMeterProvider())
+		st.close()
+		return err
+	}
+	open := "tenants:\n  - id: one\n    plugins: {offline: {}}\n  - id: two\n    plugins: {offline: {}}\n"
+	if err := deployAll(open); err != nil {
+		t.Fatal(err)
+	}
+	blobs, _ := filepath.Glob(filepath.Join(dir, "cache/blobs/sha256/*"))
+	if len(blobs) != 2 { // the manifest and the module, once
+		t.Errorf("the cache holds %d blobs, want the manifest and the module once: %v", len(blobs), blobs)
+	}
+	err = deployAll(open + "  - id: signed\n    plugins: {offline: {}}\n    signatures: {keys: [cosign.pub]}\n")
+	if !errors.Is(err, oci.ErrSignature) || !strings.Contains(err.Error(), "the policy of tenant signed") {
+		t.Fatalf("an unsigned plugin for a tenant requiring signatures: %v, want ErrSignature naming its policy", err)
 	}
 }
