@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -212,6 +211,4 @@ func readLimited(r io.Reader, limit int64) ([]byte, error) {
 }
 
 // notFound reports whether err says the registry does not hold what was asked for.
-func notFound(err error) bool {
-	return errors.Is(err, errdef.ErrNotFound) || strings.Contains(err.Error(), "404")
-}
+func notFound(err error) bool { return errors.Is(err, errdef.ErrNotFound) }

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -305,10 +304,14 @@ func checkPayload(payload []byte, d digest.Digest) error {
 	return nil
 }
 
-// simpleSigningBundle writes a simple-signing signature as the Sigstore bundle it
-// amounts to: a message signature over the payload, with the signer's certificate
-// when keyless.
+// simpleSigningBundle writes a key's simple-signing signature as the Sigstore bundle
+// it amounts to: a message signature over the payload. A keyless one is refused: its
+// proof of when it was made is a Rekor entry in another annotation, which is not
+// read; cosign 3's default bundle carries it in a form sigstore-go checks.
 func simpleSigningBundle(s foundSignature) (*bundle.Bundle, error) {
+	if s.Certificate != "" {
+		return nil, errors.New("a keyless signature under cosign's .sig tag is not checked: sign with cosign's bundle format (cosign 3's default)")
+	}
 	sig, err := base64.StdEncoding.DecodeString(s.Signature)
 	if err != nil || len(sig) == 0 {
 		return nil, fmt.Errorf("the signature annotation is not base64: %q", abbreviate(s.Signature))
@@ -323,14 +326,6 @@ func simpleSigningBundle(s foundSignature) (*bundle.Bundle, error) {
 			MessageDigest: &protocommon.HashOutput{Algorithm: protocommon.HashAlgorithm_SHA2_256, Digest: sum[:]},
 			Signature:     sig,
 		}},
-	}
-	if s.Certificate != "" {
-		block, _ := pem.Decode([]byte(s.Certificate))
-		if block == nil {
-			return nil, errors.New("the certificate annotation is not PEM")
-		}
-		pb.VerificationMaterial.Content = &protobundle.VerificationMaterial_Certificate{
-			Certificate: &protocommon.X509Certificate{RawBytes: block.Bytes}}
 	}
 	return bundle.NewBundle(pb)
 }

@@ -24,7 +24,6 @@ const (
 	mediaTypeSimpleSigning      = "application/vnd.dev.cosign.simplesigning.v1+json"
 	annotationCosignSignature   = "dev.cosignproject.cosign/signature"
 	annotationCosignCertificate = "dev.sigstore.cosign/certificate"
-	annotationCosignChain       = "dev.sigstore.cosign/chain"
 )
 
 // Signature formats, as foundSignature.Format names them.
@@ -46,12 +45,10 @@ type foundSignature struct {
 	// Bundle is a Sigstore bundle's JSON (format bundle).
 	Bundle json.RawMessage `json:"bundle,omitempty"`
 	// Payload is the signed simple-signing payload, Signature its base64 signature,
-	// Certificate and Chain the signer's PEM certificate and its chain if keyless
-	// (format simplesigning).
+	// Certificate the signer's PEM certificate if keyless (format simplesigning).
 	Payload     []byte `json:"payload,omitempty"`
 	Signature   string `json:"signature,omitempty"`
 	Certificate string `json:"certificate,omitempty"`
-	Chain       string `json:"chain,omitempty"`
 }
 
 // signatures fetches the cosign signatures attached to an artifact, both ways cosign
@@ -92,8 +89,7 @@ func (c *Client) simpleSignings(ctx context.Context, repo *remote.Repository, a 
 			return nil, fmt.Errorf("oci: the signatures of %s (tag %s): %w", a.Ref, tag, err)
 		}
 		out = append(out, foundSignature{Format: formatSimpleSigning, Payload: payload,
-			Signature: l.Annotations[annotationCosignSignature], Certificate: l.Annotations[annotationCosignCertificate],
-			Chain: l.Annotations[annotationCosignChain]})
+			Signature: l.Annotations[annotationCosignSignature], Certificate: l.Annotations[annotationCosignCertificate]})
 	}
 	return out, nil
 }
