@@ -136,12 +136,20 @@ func TestCosignSignatures(t *testing.T) {
 	}
 	author, other := trusting("author"), trusting("other")
 
+	type warm struct {
+		p   *oci.Puller
+		ref oci.Reference
+	}
+	var warmed []warm
+	parent := t
+	// Without a transparency log, cosign 3 wants --use-signing-config=false beside
+	// --tlog-upload=false.
 	for _, c := range []struct {
-		name  string
-		flags []string
+		name, format string
+		flags        []string
 	}{
-		{"bundle as a referrer", nil},
-		{"simple signing tag", []string{"--new-bundle-format=false", "--use-signing-config=false"}},
+		{"bundle as a referrer", "bundle", []string{"--use-signing-config=false"}},
+		{"simple signing tag", "simplesigning", []string{"--use-signing-config=false", "--new-bundle-format=false"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wasm := append(bytes.Clone(module), c.name...) // a plugin of its own
@@ -156,10 +164,19 @@ func TestCosignSignatures(t *testing.T) {
 			args := append([]string{"sign", "--key", "author.key", "--tlog-upload=false", "--allow-http-registry", "--allow-insecure-registry"}, c.flags...)
 			run(t, keys, env, cosign, append(args, name)...)
 
-			got, err := pullFresh(t, pinned, author)
+			p, cacheDir := newPuller(parent) // kept past the subtest, for the offline pulls below
+			got, err := p.Pull(t.Context(), pinned, author)
 			if err != nil {
 				t.Fatalf("signed by a trusted key: %v", err)
 			}
+			kept, _ := filepath.Glob(filepath.Join(cacheDir, "signatures/sha256", pinned.Digest.Encoded(), "*.json"))
+			if len(kept) != 1 {
+				t.Fatalf("kept signatures %v, want cosign's one", kept)
+			}
+			if b, _ := os.ReadFile(kept[0]); !strings.Contains(string(b), `"format":"`+c.format+`"`) {
+				t.Fatalf("the signature found is not in cosign's %s form: %.200s", c.format, b)
+			}
+			warmed = append(warmed, warm{p, pinned})
 			if !strings.HasPrefix(got.Signer, "key sha256:") {
 				t.Fatalf("signer %q, want the key", got.Signer)
 			}
@@ -173,6 +190,17 @@ func TestCosignSignatures(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// With the registry down, a warm cache's signatures are checked offline.
+	reg.Stop()
+	for _, w := range warmed {
+		if _, err := w.p.Pull(t.Context(), w.ref, author); err != nil {
+			t.Errorf("%s, signed, cached, registry down: %v", w.ref, err)
+		}
+		if _, err := w.p.Pull(t.Context(), w.ref, other); err == nil || !strings.Contains(err.Error(), "the policy of tenant other") {
+			t.Errorf("%s, cached, registry down, another key trusted: %v, want a refusal naming the policy", w.ref, err)
+		}
 	}
 }
 
