@@ -439,7 +439,7 @@ func (d *Deployment) pull(ctx context.Context, ref string, m host.Manifest) (hos
 	if err != nil {
 		return host.Source{}, err
 	}
-	if d.policy == nil && (len(d.trusted) > 0 || len(m.TrustedKeys) > 0) {
+	if d.policy == nil && len(d.trusted) > 0 {
 		return host.Source{}, fmt.Errorf("%s: plugins must be signed here (trusted keys), and a registry plugin is signed with cosign: "+
 			"give the policy its signatures are checked against (terrarium serve --cosign-key, signatures in the tenants file)", r)
 	}
@@ -453,9 +453,6 @@ func (d *Deployment) pull(ctx context.Context, ref string, m host.Manifest) (hos
 		return host.Source{}, err
 	}
 	d.log.Info("plugin pulled", "ref", r.String(), "digest", p.Digest.String(), "cached", p.Cached, "signed", p.Signer)
-	// The cosign signature is the registry plugin's; Terrarium's own .sig files are
-	// for plugin files.
-	m.TrustedKeys = nil
 	return host.Source{From: p.Ref.String(), Wasm: p.Module, Manifest: m}, nil
 }
 

@@ -347,6 +347,9 @@ func (f *File) check() error {
 			if _, err := oci.ParseReference(p.Path); err != nil {
 				return f.wrap(at+".path", err)
 			}
+			if len(p.Grants.TrustedKeys) > 0 {
+				return f.errorf(at+".grants.trustedKeys", "ed25519 keys check plugin files' .sig files: a registry plugin is signed with cosign, and checked against the server's or the tenant's signature policy")
+			}
 		}
 	}
 	switch f.Snapshots.Store {

@@ -119,13 +119,20 @@ func TestAgentFileFloatingTag(t *testing.T) {
 	d.Close(t.Context())
 }
 
-// TestAgentFileBadReference refuses a malformed reference when the file is read.
+// TestAgentFileBadReference refuses a malformed reference when the file is read, and
+// ed25519 keys for a registry plugin, which cosign signs.
 func TestAgentFileBadReference(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
 		"a.yaml": "name: a\nmodel: {name: offline/echo}\nplugins:\n  - path: oci://127.0.0.1:5000/plugins/offline@sha256:abc\n",
 	})
 	if _, err := deploy.ReadDir(dir); !errors.Is(err, oci.ErrReference) || !strings.Contains(err.Error(), "a.yaml:4") {
 		t.Fatalf("a bad reference: %v, want ErrReference at a.yaml:4", err)
+	}
+	dir = writeFiles(t, map[string]string{
+		"a.yaml": "name: a\nmodel: {name: offline/echo}\nplugins:\n  - path: oci://127.0.0.1:5000/plugins/offline:1\n    grants:\n      trustedKeys: ['ed25519:AAAA']\n",
+	})
+	if _, err := deploy.ReadDir(dir); err == nil || !strings.Contains(err.Error(), "grants.trustedKeys") || !strings.Contains(err.Error(), "cosign") {
+		t.Fatalf("ed25519 keys for a registry plugin: %v, want them refused", err)
 	}
 }
 

@@ -221,6 +221,3 @@ func (p *Puller) verify(ctx context.Context, a *Artifact, policy *Verifier) (str
 	}
 	return policy.verify(a.Ref, a.Digest, fresh)
 }
-
-// Client returns the puller's registry client.
-func (p *Puller) Client() *Client { return p.client }
