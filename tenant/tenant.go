@@ -154,8 +154,8 @@ func (t *Tenant) check() error {
 		// Without a bound on running turns, no turn ever waits.
 		return fmt.Errorf("tenant %s: quotas: queuedTurns needs concurrentTurns", t.ID)
 	}
-	if len(t.Signatures.Identities) > 0 && t.Signatures.TrustedRoot == "" {
-		return fmt.Errorf("tenant %s: signatures: identities need a trustedRoot (a Sigstore trusted_root.json)", t.ID)
+	if (len(t.Signatures.Identities) > 0) != (t.Signatures.TrustedRoot != "") {
+		return fmt.Errorf("tenant %s: signatures: identities and a trustedRoot (a Sigstore trusted_root.json) go together", t.ID)
 	}
 	for name, s := range t.Secrets {
 		if (s.Value == "") == (s.Env == "") {

@@ -86,12 +86,13 @@ func deployTenants(ctx context.Context, files []*deploy.File, f serveFlags, log 
 				mine = append(mine, file)
 			}
 		}
-		// A tenant's own signature policy, or else the server's.
-		policy, name := t.Signatures, "tenant "+t.ID
+		// A tenant's own signature policy (its paths relative to the tenants file), or
+		// else the server's (its flags' paths relative to the working directory).
+		policy, name, dir := t.Signatures, "tenant "+t.ID, filepath.Dir(f.tenants)
 		if policy.IsZero() {
-			policy, name = f.oci.policy(), "terrarium serve"
+			policy, name, dir = f.oci.policy(), "terrarium serve", ""
 		}
-		verifier, err := policy.Verifier(name, filepath.Dir(f.tenants))
+		verifier, err := policy.Verifier(name, dir)
 		if err != nil {
 			return st, fmt.Errorf("tenant %s: %w", t.ID, err)
 		}
