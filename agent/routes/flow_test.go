@@ -109,7 +109,7 @@ func testmodel_transcript(req *abi.GenerateRequest) []string {
 }
 
 func TestFlowRefusesInvalidDataAndKeepsTheSession(t *testing.T) {
-	a, m, r := newAgent(t)
+	a, m, r := newAgent(t, routes.WithStrict())
 	flightRoute(a)
 	flow := routes.DefineFlow(r, "travel", a)
 	conn, err := flow.StreamBidi(t.Context())
