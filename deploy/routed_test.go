@@ -253,9 +253,11 @@ func TestRoutedAgentConversesAndKeepsItsRouteInSnapshots(t *testing.T) {
 	if err != nil || answer != "Ask the destination" {
 		t.Fatalf("first turn: %q, %v", answer, err)
 	}
-	// Data the route's schema refuses is refused, and leaves the session as it was.
-	if _, _, err := routedTurn(t, conn, "passengers=0"); !errors.Is(err, routes.ErrInvalidData) {
-		t.Errorf("passengers=0: %v, want ErrInvalidData", err)
+	// Data the route's schema refuses is dropped, with a warning in the turn's status,
+	// and the conversation goes on.
+	if answer, status, err := routedTurn(t, conn, "passengers=0"); err != nil || answer != "Ask the number of passengers" ||
+		len(status.Warnings) != 1 || status.Warnings[0].Code != routes.WarnInvalidField || status.Warnings[0].Field != "passengers" {
+		t.Errorf("passengers=0: %q, status %+v, %v; want a warning about passengers", answer, status, err)
 	}
 	for _, step := range []struct {
 		say, answer string
@@ -317,6 +319,46 @@ func TestRoutedAgentConversesAndKeepsItsRouteInSnapshots(t *testing.T) {
 	}
 	if _, err := a.Snapshot(t.Context(), "nope"); !errors.Is(err, session.ErrSnapshotNotFound) {
 		t.Errorf("Snapshot(nope): %v, want ErrSnapshotNotFound", err)
+	}
+}
+
+// An agent file's strict and missingVariables keys make the agent refuse what a
+// model or a context gets wrong.
+func TestStrictRoutedAgentFile(t *testing.T) {
+	f, err := deploy.Parse("flights.yaml", []byte(flightFile+"strict: true\nmissingVariables: error\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Strict || f.MissingVariables != "error" {
+		t.Fatalf("parsed %+v", f.Definition)
+	}
+	d, err := deploy.New(t.Context(), []*deploy.File{f}, deploy.WithRegistry(formRegistry()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	a, err := d.Agent("flights")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := a.Flow().ConnectAny(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, _, err := routedTurn(t, conn, "I want to fly, destination=Lisbon"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := routedTurn(t, conn, "passengers=0"); !errors.Is(err, routes.ErrInvalidData) {
+		t.Errorf("passengers=0: %v, want ErrInvalidData", err)
+	}
+
+	bad, err := deploy.Parse("flights.yaml", []byte(flightFile+"missingVariables: sometimes\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deploy.New(t.Context(), []*deploy.File{bad}, deploy.WithRegistry(formRegistry()), quiet); err == nil || !strings.Contains(err.Error(), "flights.yaml:") || !strings.Contains(err.Error(), "missingVariables") {
+		t.Errorf("an unknown missingVariables: %v", err)
 	}
 }
 
