@@ -227,21 +227,28 @@ func TestRoutedAgentDefinitionErrorsNameFileLineAndField(t *testing.T) {
 	}
 }
 
+// deployed deploys one agent file over formRegistry's model and returns its agent, the
+// deployment closed when the test ends.
+func deployed(t *testing.T, src string) *deploy.Agent {
+	t.Helper()
+	f, err := deploy.Parse("agent.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := deploy.New(t.Context(), []*deploy.File{f}, deploy.WithRegistry(formRegistry()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(context.Background()) })
+	a, err := d.Agent(f.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 func TestRoutedAgentConversesAndKeepsItsRouteInSnapshots(t *testing.T) {
-	f, err := deploy.Parse("flights.yaml", []byte(flightFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := formRegistry()
-	d, err := deploy.New(t.Context(), []*deploy.File{f}, deploy.WithRegistry(r), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(context.Background())
-	a, err := d.Agent("flights")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := deployed(t, flightFile)
 	if strings.Join(a.Routes, ",") != "flight" || a.Model != "test/form" || !a.ServerManaged() {
 		t.Errorf("agent %+v", a)
 	}
@@ -325,22 +332,7 @@ func TestRoutedAgentConversesAndKeepsItsRouteInSnapshots(t *testing.T) {
 // An agent file's strict and missingVariables keys make the agent refuse what a
 // model or a context gets wrong.
 func TestStrictRoutedAgentFile(t *testing.T) {
-	f, err := deploy.Parse("flights.yaml", []byte(flightFile+"strict: true\nmissingVariables: error\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !f.Strict || f.MissingVariables != "error" {
-		t.Fatalf("parsed %+v", f.Definition)
-	}
-	d, err := deploy.New(t.Context(), []*deploy.File{f}, deploy.WithRegistry(formRegistry()), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(context.Background())
-	a, err := d.Agent("flights")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := deployed(t, flightFile+"strict: true\nmissingVariables: error\n")
 	conn, err := a.Flow().ConnectAny(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -351,6 +343,16 @@ func TestStrictRoutedAgentFile(t *testing.T) {
 	}
 	if _, _, err := routedTurn(t, conn, "passengers=0"); !errors.Is(err, routes.ErrInvalidData) {
 		t.Errorf("passengers=0: %v, want ErrInvalidData", err)
+	}
+	// An identity naming a variable the context lacks fails the turn, naming it.
+	b := deployed(t, strings.Replace(flightFile, "identity: I am Skye.", "identity: I am {{agentName}}.\nmissingVariables: error", 1))
+	conn, err = b.Flow().ConnectAny(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, _, err := routedTurn(t, conn, "hello"); !errors.Is(err, routes.ErrMissingVariable) || !strings.Contains(err.Error(), "{{agentName}}") {
+		t.Errorf("a missing variable: %v, want ErrMissingVariable", err)
 	}
 
 	bad, err := deploy.Parse("flights.yaml", []byte(flightFile+"missingVariables: sometimes\n"))

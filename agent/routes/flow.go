@@ -28,8 +28,10 @@ type Status struct {
 //
 // A turn's warnings are in its Status. A turn whose answer is not canned in strict
 // composition (ErrNotCanned), or, for a strict agent, whose extracted data is invalid
-// (ErrInvalidData), is refused: the client's Receive yields the error, the session is
-// unchanged, and the connection stays open. The agent's persistence (WithPersistence)
+// (ErrInvalidData), whose model answer does not match its schema
+// (agent.ErrInvalidOutput) or whose template names a missing variable
+// (ErrMissingVariable, with MissingError), is refused: the client's Receive yields the
+// error, the session is unchanged, and the connection stays open. The agent's persistence (WithPersistence)
 // is not used: the session's snapshots keep its State. A turn's
 // messages must be the user's. DefineFlow panics if the agent's definition is invalid,
 // an option is invalid, or the name is taken.
@@ -71,7 +73,8 @@ func (a *Agent) flowTurn(ctx context.Context, resp *session.Responder[Status], s
 	out, err := a.respond(ctx, RespondInput{History: history, Session: &st, Context: vars}, func(delta string) error {
 		return resp.SendChunk(&abi.GenerateResponseChunk{Role: abi.RoleModel, Content: []*abi.Part{abi.NewTextPart(delta)}})
 	})
-	if errors.Is(err, ErrInvalidData) || errors.Is(err, ErrNotCanned) {
+	if errors.Is(err, ErrInvalidData) || errors.Is(err, ErrNotCanned) || errors.Is(err, ErrMissingVariable) || errors.Is(err, agent.ErrInvalidOutput) {
+		// What a strict agent refuses ends the turn, not the session.
 		return refuse(err)
 	}
 	if err != nil {
