@@ -374,17 +374,17 @@ func (t *turn) decide(ctx context.Context, cur *Route) (decision, error) {
 		t.warn(Warning{Code: WarnRouting, Route: routeID(cur), Message: fmt.Sprintf("the routing answer held no JSON (%v): the conversation keeps its route and step, and nothing was extracted", perr)})
 		return dec, nil
 	}
-	dec = t.decision(fields, cur)
+	dec = t.decisionOf(fields, cur)
 	if choose && dec.step != "" {
 		t.asked[cur] = true
 	}
 	return dec, nil
 }
 
-// decision reads a routing answer, taking what it can: scores that are numbers (or
+// decisionOf reads a routing answer, taking what it can: scores that are numbers (or
 // numbers in strings), a step that is a string, data that is an object by route. A
 // part of the wrong shape is left out, with a warning.
-func (t *turn) decision(fields map[string]any, cur *Route) decision {
+func (t *turn) decisionOf(fields map[string]any, cur *Route) decision {
 	dec := decision{scores: map[string]float64{}, data: map[string]Data{}}
 	var wrong []string
 	if raw, ok := fields["routes"]; ok {
