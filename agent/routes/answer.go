@@ -221,7 +221,7 @@ func (t *turn) answer(ctx context.Context, rt *Route, s *Step) (string, error) {
 		return "", notCanned()
 	}
 	if rt != nil && s != nil && len(in.Collect) > 0 {
-		if err := t.collect(rt, s.id, pick(fields, in.Collect), func(string) bool { return true }); err != nil {
+		if err := t.collect(rt, s.id, pick(fields, in.Collect)); err != nil {
 			return "", err
 		}
 	}

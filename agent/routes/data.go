@@ -69,9 +69,9 @@ func emptyValues(props map[string]any) map[string][]any {
 		if !ok {
 			continue
 		}
-		values, ok := generic(e).([]any)
-		if values = slices.Clone(values); !ok {
-			values = []any{generic(e)}
+		values := []any{e}
+		if list, ok := generic(e).([]any); ok {
+			values = slices.Clone(list)
 		}
 		for i, v := range values {
 			values[i] = generic(v)
@@ -146,15 +146,14 @@ func (rt *Route) merge(data, update Data) (Data, error) {
 	return out, nil
 }
 
-// absorb merges what a model gave for rt, forgivingly: of update's fields, those
-// may allows, not empty, each validated alone against the route's schema, so that one
-// bad field does not drop the good ones. A field that fails is dropped with a
-// warning; fields may refuses are ignored.
-func (t *turn) absorb(rt *Route, step string, update Data, may func(field string) bool) {
+// absorb merges what a model gave for rt, forgivingly: update's fields that are not
+// empty, each validated alone against the route's schema, so that one bad field does
+// not drop the good ones. A field that fails is dropped with a warning.
+func (t *turn) absorb(rt *Route, step string, update Data) {
 	var out Data
 	for _, k := range slices.Sorted(maps.Keys(update)) {
 		v := update[k]
-		if !may(k) || rt.empty(k, v) {
+		if rt.empty(k, v) {
 			continue
 		}
 		if err := rt.validate(Data{k: v}); err != nil {

@@ -33,9 +33,14 @@ var placeholder = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z
 func RenderTemplate(template string, vars map[string]any, missing Missing) (string, error) {
 	out, absent := render(template, vars)
 	if len(absent) > 0 && missing == MissingError {
-		return "", fmt.Errorf("routes: %w: {{%s}} in %q", ErrMissingVariable, absent[0], template)
+		return "", missingVariable(absent[0], template)
 	}
 	return out, nil
+}
+
+// missingVariable is the error of a template naming a variable its context lacks.
+func missingVariable(path, template string) error {
+	return fmt.Errorf("routes: %w: {{%s}} in %q", ErrMissingVariable, path, template)
 }
 
 // render renders template with the variables vars lacks as nothing, and returns their

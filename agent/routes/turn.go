@@ -123,7 +123,7 @@ func (a *Agent) respond(ctx context.Context, in RespondInput, emit func(string) 
 		t.st.exit(t.now, false) // a completed route is left
 	}
 	if rt != nil && len(dec.data[rt.id]) > 0 {
-		if err := t.collect(rt, stepID0(t.st), dec.data[rt.id], rt.defines); err != nil {
+		if err := t.collect(rt, stepID0(t.st), pick(dec.data[rt.id], slices.Collect(maps.Keys(rt.properties())))); err != nil {
 			return nil, err
 		}
 	}
@@ -183,15 +183,10 @@ func turnSummary(r *Response) map[string]any {
 
 // collect merges data a model gave for rt: forgivingly (absorb) unless the agent is
 // strict, when data that fails the route's schema fails the turn.
-func (t *turn) collect(rt *Route, step string, update Data, may func(field string) bool) error {
+func (t *turn) collect(rt *Route, step string, update Data) error {
 	if !t.a.strict {
-		t.absorb(rt, step, update, may)
+		t.absorb(rt, step, update)
 		return nil
-	}
-	for k := range update {
-		if !may(k) {
-			delete(update, k)
-		}
 	}
 	merged, err := rt.merge(t.st.DataByRoute[rt.id], update)
 	if err != nil {
@@ -207,7 +202,7 @@ func (t *turn) collect(rt *Route, step string, update Data, may func(field strin
 func (t *turn) render(what, tmpl string, vars map[string]any) (string, error) {
 	out, absent := render(tmpl, vars)
 	if len(absent) > 0 && t.a.missing == MissingError {
-		return "", fmt.Errorf("routes: %s: %w: {{%s}} in %q", what, ErrMissingVariable, absent[0], tmpl)
+		return "", fmt.Errorf("routes: %s: %w", what, missingVariable(absent[0], tmpl))
 	}
 	for _, p := range absent {
 		if !slices.Contains(t.absent, p) {
