@@ -198,3 +198,29 @@ func TestPersistenceSerializesTurnsOfOneSession(t *testing.T) {
 		t.Errorf("messages %v: want only the saved turn's", texts)
 	}
 }
+
+// A kept session's own context changes between turns through the manager.
+func TestManagerUpdateContextReachesTheNextTurn(t *testing.T) {
+	ctx := context.Background()
+	m := routes.NewManager(store.NewMemory())
+	a, model, _ := newAgent(t, routes.WithPersistence(m), routes.WithIdentity("Hello {{user}}."), routes.WithContext(map[string]any{"user": "guest"}))
+	flightRoute(a)
+	reply(model, map[string]any{"message": "Where to?"})
+	res, err := a.Respond(ctx, routes.RespondInput{History: userTurn("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.UpdateContext(ctx, res.Session.ID, map[string]any{"user": "Ann"}); err != nil {
+		t.Fatal(err)
+	}
+	reply(model, map[string]any{"message": "Where to, Ann?"})
+	if _, err := a.Respond(ctx, routes.RespondInput{SessionID: res.Session.ID, History: userTurn("Oslo")}); err != nil {
+		t.Fatal(err)
+	}
+	if sys := systemOf(model.LastRequest()); !strings.Contains(sys, "Hello Ann.") {
+		t.Errorf("the session's context is not in the prompt:\n%s", sys)
+	}
+	if _, err := m.UpdateContext(ctx, "nope", map[string]any{"user": "Bob"}); !errors.Is(err, routes.ErrSessionNotFound) {
+		t.Errorf("an unknown session: %v", err)
+	}
+}
