@@ -31,10 +31,10 @@ type Status struct {
 // (ErrInvalidData), whose model answer does not match its schema
 // (agent.ErrInvalidOutput) or whose template names a missing variable
 // (ErrMissingVariable, with MissingError), is refused: the client's Receive yields the
-// error, the session is unchanged, and the connection stays open. The agent's persistence (WithPersistence)
-// is not used: the session's snapshots keep its State. A turn's
-// messages must be the user's. DefineFlow panics if the agent's definition is invalid,
-// an option is invalid, or the name is taken.
+// error, the session is unchanged, and the connection stays open. The agent's
+// persistence (WithPersistence) is not used: the session's snapshots keep its State.
+// A turn's messages must be the user's. DefineFlow panics if the agent's definition is
+// invalid, an option is invalid, or the name is taken.
 func DefineFlow(r *agent.Registry, name string, a *Agent, opts ...session.SessionFlowOption[State]) *session.SessionFlow[Status, State] {
 	if err := a.Validate(); err != nil {
 		panic(fmt.Sprintf("routes: flow %q: %v", name, err))

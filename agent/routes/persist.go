@@ -314,6 +314,9 @@ func (m *Manager) UpdateContext(ctx context.Context, id string, updates any) (*S
 	})
 }
 
+// messageRoles are the roles of the messages a conversation saves, by their role in it.
+var messageRoles = map[abi.Role]MessageRole{abi.RoleUser: RoleUser, abi.RoleModel: RoleAgent, abi.RoleSystem: RoleSystem}
+
 // saveTurn saves a turn of an agent that keeps its sessions (WithPersistence): its
 // State, first, then the turn's new messages and the answer. The save continues the
 // record the turn loaded its session from, so that of two turns run at once on one
@@ -339,7 +342,7 @@ func (m *Manager) saveTurn(ctx context.Context, loaded *SessionData, agentName s
 		}
 	}
 	for _, msg := range msgs {
-		role, ok := map[abi.Role]MessageRole{abi.RoleUser: RoleUser, abi.RoleModel: RoleAgent, abi.RoleSystem: RoleSystem}[msg.Role]
+		role, ok := messageRoles[msg.Role]
 		if !ok {
 			continue // tool messages are the turn's own
 		}
