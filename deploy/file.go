@@ -75,9 +75,10 @@ type File struct {
 	// Definition holds the agent's name and description and, for a routed agent, the
 	// rest of seed 002's definition (routes.Definition's keys at the top of the file:
 	// identity, goal, context, composition, responses, terms, guidelines,
-	// capabilities, domains, routes, routingMargin, minRouteScore). The name names the
-	// agent: its session flow is /session-flow/<name>, and the server serves it under
-	// this name; letters, digits, '.', '_' and '-'.
+	// capabilities, domains, routes, routingMargin, minRouteScore, strict,
+	// missingVariables). The name names the agent: its session flow is
+	// /session-flow/<name>, and the server serves it under this name; letters,
+	// digits, '.', '_' and '-'.
 	routes.Definition `yaml:",inline"`
 
 	// Model is the model every turn uses; it overrides the prompt's.
