@@ -176,6 +176,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	init, err := s.readInit(w, r)
+	if err == nil {
+		init, err = resolveInit(r.Context(), a, init)
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -404,7 +407,12 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	snap, err := a.Snapshot(r.Context(), r.PathValue("snapshot"))
+	id, err := a.ResolveSnapshotID(r.Context(), "", r.PathValue("snapshot"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	snap, err := a.Snapshot(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -418,7 +426,12 @@ func (s *Server) abortSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	snap, err := a.Abort(r.Context(), r.PathValue("snapshot"))
+	id, err := a.ResolveSnapshotID(r.Context(), "", r.PathValue("snapshot"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	snap, err := a.Abort(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
