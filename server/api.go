@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent/session"
@@ -155,6 +156,11 @@ type SessionInfo struct {
 	// Snapshot is the session's latest snapshot, when its agent keeps sessions and it
 	// has one.
 	Snapshot *deploy.Snapshot `json:"snapshot,omitempty"`
+	// UpdatedAt, in a list of sessions, is when the session's latest snapshot was
+	// taken: when it was last used. Title is the beginning of its first user message,
+	// for a person to tell sessions apart.
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
+	Title     string    `json:"title,omitempty"`
 }
 
 // readInit reads an optional JSON body: the init of a session.
@@ -210,12 +216,21 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 			ids = append(ids, id)
 		}
 	}
-	slices.Sort(ids)
 	out := make([]SessionInfo, len(ids))
 	for i, id := range ids {
 		running, isOpen := open[id]
 		out[i] = SessionInfo{SessionID: id, Open: isOpen, Running: running}
+		if a.ServerManaged() {
+			s.summarize(r.Context(), a, &out[i])
+		}
 	}
+	// Newest first; a session not yet kept (its first turn runs) is the newest.
+	slices.SortStableFunc(out, func(x, y SessionInfo) int {
+		if c := cmpNewest(x.UpdatedAt, y.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(x.SessionID, y.SessionID)
+	})
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
 }
 
