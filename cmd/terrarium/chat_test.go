@@ -104,9 +104,10 @@ func (term *terminal) send(line string) {
 // converse holds a two-turn conversation, lists the snapshots and resumes the first,
 // then exits.
 func converse(t *testing.T, term *terminal) {
-	term.expect(`\[session [0-9a-f-]+\]`)
+	term.expect(`\[a new session: it starts with your first message\]`)
 	term.expect(`> `)
 	term.send("hello")
+	term.expect(`\[session [0-9a-f-]+\]`)
 	term.expect(`echo: hello`)
 	first := term.expect(`\[snapshot ([0-9a-f]{64})\]`)[1]
 	term.expect(`> `)
@@ -119,8 +120,12 @@ func converse(t *testing.T, term *terminal) {
 	term.expect(first + `  turn 0`)
 	term.expect(`turn 2`)
 	term.expect(`> `)
-	term.send("/resume " + first)
-	term.expect(`\[session [0-9a-f-]+\]`)
+	// By a prefix of its ID; one that begins no snapshot's is refused, and the
+	// connection stays.
+	term.send("/resume 00000000")
+	term.expect(`\[error: .*no snapshot ID begins with 00000000\]`)
+	term.send("/resume " + first[:8])
+	term.expect(`\[session [0-9a-f-]+ from snapshot ` + first + `\]`)
 	term.expect(`> `)
 	term.send("after the resume")
 	term.expect(`echo: after the resume`)
@@ -166,7 +171,7 @@ func travel(t *testing.T, term *terminal) {
 	term.expect(`turn 2  turnEnd  5 messages  completed  route hotel, step END_ROUTE`)
 	term.expect(`> `)
 	term.send("/resume " + first)
-	term.expect(`\[session [0-9a-f-]+\]`)
+	term.expect(`\[session [0-9a-f-]+ from snapshot ` + first + `\]`)
 	term.expect(`> `)
 	term.send("On 2025-07-14")
 	term.expect(`\[route flight, step ask_passengers\]`)
@@ -186,4 +191,74 @@ func TestChatWithARoutedAgentOnAServer(t *testing.T) {
 	s := startServe(t, "-data", t.TempDir(), travelExample)
 	term := startTerminal(t, binary(t), "chat", s.url)
 	travel(t, term)
+}
+
+// TestChatReconnects drops the chat's connection between turns, while no host is
+// there to take it again, and in the middle of turns: the chat says so, tries again
+// with growing waits until a host answers, and goes on in the same session, sending a
+// message again only if its turn did not end.
+func TestChatReconnects(t *testing.T) {
+	s := sharedServe(t)
+	p := startProxy(t, s.url)
+	term := startTerminal(t, binary(t), "chat", p.url())
+	term.expect(`> `)
+	term.send("/help")
+	term.expect(`/resume <snapshot>    continue from a snapshot: its ID, or its first 8 or more digits`)
+	term.expect(`/exit, /quit`)
+	term.expect(`> `)
+	term.send("/nope")
+	term.expect(`\[unknown command /nope: /help lists them\]`)
+	term.expect(`> `)
+	term.send("before the drop")
+	sid := term.expect(`\[session ([0-9a-f-]+)\]`)[1]
+	term.expect(`echo: before the drop`)
+	term.expect(`> `)
+
+	// Between turns, with no host to go to for a while.
+	p.route()
+	if p.drop() == 0 {
+		t.Fatal("the chat's connection was not open through the proxy")
+	}
+	term.expect(`\[the connection was lost \(.+\)\]`)
+	term.expect(`\[could not connect: .+\]`)
+	term.expect(`\[trying again in [0-9.]+s \(2 of 8\)\]`)
+	p.route(s.url)
+	term.expect(`\[reconnected: session ` + sid + `\]`)
+	term.expect(`> `)
+	term.send("after the drop")
+	term.expect(`echo: after the drop`)
+	term.expect(`> `)
+
+	// In a turn, before the server had its message: sent again.
+	cut := p.cutOn(true, "", 16)
+	term.send("lost on the way")
+	<-cut
+	term.expect(`\[the connection was lost during the turn \(.+\)\]`)
+	term.expect(`\[reconnected: session ` + sid + `\]`)
+	term.expect(`\[sending it again\]`)
+	term.expect(`echo: lost on the way`)
+	term.expect(`> `)
+
+	// In a turn, after the server kept it: its answer is shown, not asked again.
+	cut = p.cutOn(false, `"snapshotCreated"`, 0)
+	term.send("kept while away")
+	<-cut
+	term.expect(`\[the connection was lost during the turn \(.+\)\]`)
+	term.expect(`\[a turn ended while the connection was down: snapshot [0-9a-f]{64}\]\r?\necho: kept while away`)
+	term.expect(`\[reconnected: session ` + sid + `\]`)
+	term.expect(`> `)
+
+	// Each message is in the session once.
+	term.send("/snapshots")
+	term.expect(`turn 3  turnEnd  8 messages  completed`)
+	term.expect(`> `)
+	term.send("/exit")
+	if err := term.cmd.Wait(); err != nil {
+		t.Errorf("chat exited with %v", err)
+	}
+	var snaps struct{ Snapshots []struct{ TurnIndex int } }
+	s.call(t, "GET", "/api/agents/assistant/sessions/"+sid+"/snapshots", "", &snaps)
+	if len(snaps.Snapshots) != 4 {
+		t.Errorf("the session has %d snapshots, want one per message: 4", len(snaps.Snapshots))
+	}
 }
