@@ -23,10 +23,19 @@ type Secret struct {
 }
 
 // Redactor replaces the forms of a set of secrets. A nil Redactor replaces nothing.
+//
+// It looks for all of them in one pass: at each byte, whether a form begins with it,
+// and with it and the next (most bytes of a text begin none), before comparing the
+// forms that may begin there. A search of the text once per form (bytes.Index) was
+// 20 times slower with a secret's 20 forms.
 type Redactor struct {
 	forms   []form // the longest first: of two forms found at one place, the longer goes
 	longest int
 	first   [256]bool // the bytes a form begins with
+	// pairs is a set of the first two bytes of the forms, a bit per pair; short is
+	// whether a form has one byte only, and so no pair.
+	pairs [1 << 16 / 64]uint64
+	short bool
 }
 
 // form is one way a secret may be written, and what replaces it.
@@ -56,6 +65,12 @@ func New(secrets []Secret) *Redactor {
 			r.forms = append(r.forms, form{[]byte(text), placeholder})
 			r.longest = max(r.longest, len(text))
 			r.first[text[0]] = true
+			if len(text) == 1 {
+				r.short = true
+			} else {
+				pair := uint16(text[0])<<8 | uint16(text[1])
+				r.pairs[pair/64] |= 1 << (pair % 64)
+			}
 		}
 	}
 	if len(r.forms) == 0 {
@@ -111,21 +126,17 @@ func (r *Redactor) String(s string) string {
 		return s
 	}
 	b := []byte(s)
-	out, _, _ := r.redact(nil, b, len(b), make([]int, len(r.forms)))
+	out, _, _ := r.redact(nil, b, len(b))
 	return string(out)
 }
 
 // redact returns b[:cut] with the forms that start before limit replaced, appended to
 // dst if any was (then replaced is true; b[:cut] itself otherwise), and cut: limit, or
-// the end of the last form replaced if that is past it. next is scratch space, a
-// place per form.
-func (r *Redactor) redact(dst, b []byte, limit int, next []int) (out []byte, cut int, replaced bool) {
-	for i := range next {
-		next[i] = -2 // not searched yet
-	}
+// the end of the last form replaced if that is past it.
+func (r *Redactor) redact(dst, b []byte, limit int) (out []byte, cut int, replaced bool) {
 	pos := 0
 	for {
-		start, f := r.find(b, pos, limit, next)
+		start, f := r.find(b, pos, limit)
 		if f < 0 {
 			break
 		}
@@ -142,28 +153,24 @@ func (r *Redactor) redact(dst, b []byte, limit int, next []int) (out []byte, cut
 
 // find returns the form found first in b from pos on, starting before limit (of
 // those starting there, the longest), and where it starts; f is -1 if there is none.
-// next[i] is where form i was found last (-1: nowhere past where it was looked for,
-// -2: not looked for): each form's search goes on from there, so that b is searched
-// once per form however many forms are found in it.
-func (r *Redactor) find(b []byte, pos, limit int, next []int) (start, f int) {
-	start, f = limit, -1
-	for i := range r.forms {
-		if next[i] == -1 {
+func (r *Redactor) find(b []byte, pos, limit int) (start, f int) {
+	for i := pos; i < limit; i++ {
+		if !r.first[b[i]] {
 			continue
 		}
-		if next[i] < pos {
-			j := bytes.Index(b[pos:], r.forms[i].text)
-			if j < 0 {
-				next[i] = -1
+		if i+1 < len(b) && !r.short {
+			pair := uint16(b[i])<<8 | uint16(b[i+1])
+			if r.pairs[pair/64]&(1<<(pair%64)) == 0 {
 				continue
 			}
-			next[i] = pos + j
 		}
-		if next[i] < start {
-			start, f = next[i], i
+		for f := range r.forms {
+			if bytes.HasPrefix(b[i:], r.forms[f].text) {
+				return i, f
+			}
 		}
 	}
-	return start, f
+	return limit, -1
 }
 
 // held returns where the longest tail of b that may be the beginning of a form
@@ -193,18 +200,17 @@ func (r *Redactor) Reader(src io.Reader) io.Reader {
 	if r == nil {
 		return src
 	}
-	return &reader{r: r, src: src, next: make([]int, len(r.forms))}
+	return &reader{r: r, src: src}
 }
 
 type reader struct {
-	r    *Redactor
-	src  io.Reader
-	buf  []byte // what was read: raw is its tail
-	raw  []byte // read, not yet handed on: it may begin a form
-	out  []byte // redacted, not yet handed on
-	dst  []byte // where out is built when a form was replaced
-	next []int
-	err  error // src's, once it returned one
+	r   *Redactor
+	src io.Reader
+	buf []byte // what was read: raw is its tail
+	raw []byte // read, not yet handed on: it may begin a form
+	out []byte // redacted, not yet handed on
+	dst []byte // where out is built when a form was replaced
+	err error  // src's, once it returned one
 }
 
 func (rd *reader) Read(p []byte) (int, error) {
@@ -232,7 +238,7 @@ func (rd *reader) Read(p []byte) (int, error) {
 		if err == nil {
 			limit = rd.r.held(b)
 		}
-		out, cut, replaced := rd.r.redact(rd.dst[:0], b, limit, rd.next)
+		out, cut, replaced := rd.r.redact(rd.dst[:0], b, limit)
 		if replaced {
 			rd.dst = out[:0] // its array, grown, for the next time
 		}

@@ -116,6 +116,11 @@ func TestTwoSecrets(t *testing.T) {
 	if got := r.String("abcdef abc abcde"); got != "{{secret:AB}} {{secret:A}} {{secret:A}}de" {
 		t.Errorf("got %q", got)
 	}
+	// However short: a secret of one byte has no pair of bytes to be found by.
+	r = New([]Secret{{Name: "X", Value: "x"}})
+	if got := r.String("axbx"); got != "a{{secret:X}}b{{secret:X}}" {
+		t.Errorf("a secret of one byte: got %q", got)
+	}
 }
 
 // readAll reads r through iotest.OneByteReader's way of asking: a byte at a time.
