@@ -167,7 +167,8 @@ func (h *Host) httpRequest(ctx context.Context, c hostCall, args []uint64) []byt
 		if ctx.Err() != nil {
 			return fail(abi.CodeLimitExceeded, "the call's time ran out during the request to %s", u.Host)
 		}
-		// The error may quote a URL, a redirect's the service chose.
+		// The error may quote a URL: a redirect's, which the service chose (and may
+		// have put a secret in).
 		return fail(abi.CodeUnavailable, "%s", hide.String(err.Error()))
 	}
 	if ce := resp.Header.Get("Content-Encoding"); hide != nil && ce != "" && !strings.EqualFold(ce, "identity") {

@@ -26,8 +26,8 @@ type Secret struct {
 //
 // It looks for all of them in one pass: at each byte, whether a form begins with it,
 // and with it and the next (most bytes of a text begin none), before comparing the
-// forms that may begin there. A search of the text once per form (bytes.Index) was
-// 20 times slower with a secret's 20 forms.
+// forms that may begin there. A search of the text once per form (bytes.Index), a
+// secret having up to 18, had a twelfth of the throughput.
 type Redactor struct {
 	forms   []form // the longest first: of two forms found at one place, the longer goes
 	longest int
