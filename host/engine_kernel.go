@@ -301,16 +301,22 @@ func (k *kernel) reset() {
 // block of its own.
 func (k *kernel) begin(input []byte) error {
 	k.reset()
-	if used, ok := k.mem.Read(kernelReserved, k.dirty-kernelReserved); ok {
-		clear(used)
-	}
-	k.dirty = kernelReserved
 	k.outputSet, k.errSet = false, false
-	off, err := k.allocate(uint32Of(uint64(len(input))))
+	used := k.dirty
+	n := uint32Of(uint64(len(input)))
+	off, err := k.allocate(n)
 	if err != nil {
 		return fmt.Errorf("the input of %d bytes: %w", len(input), err)
 	}
 	k.mem.Write(off, input)
+	// Zero what the calls before wrote in their blocks, but what the input has just
+	// overwritten: the first block after reset, it is at kernelReserved.
+	from := max(off+n, kernelReserved)
+	if used > from {
+		b, _ := k.mem.Read(from, used-from) // within the memory: blocks were there
+		clear(b)
+	}
+	k.dirty = from
 	k.input = off
 	k.inputBase.Set(uint64(off))
 	k.inputLength.Set(uint64(len(input)))
