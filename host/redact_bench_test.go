@@ -3,12 +3,11 @@ package host_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
 )
 
@@ -34,7 +33,7 @@ func BenchmarkSecretRedaction(b *testing.B) {
 	defer api.Close()
 	ctx := context.Background()
 	input := map[string]any{"url": api.URL, "discard": true, "headers": map[string]string{"Authorization": "Bearer {{secret:TOKEN}}"}}
-	var calls []func() error
+	var tools []agent.Tool
 	for _, secret := range []string{"", "sk-live_4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"} {
 		h, r := newHost(&testing.T{})
 		defer h.Close(ctx)
@@ -46,30 +45,19 @@ func BenchmarkSecretRedaction(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		calls = append(calls, func() error {
-			out, err := tool.Run(ctx, input)
-			if err != nil {
-				return err
-			}
-			var res struct {
-				OK struct {
-					Length int `json:"length"`
-				} `json:"ok"`
-			}
-			b, _ := json.Marshal(out)
-			if json.Unmarshal(b, &res); res.OK.Length != len(body) {
-				return fmt.Errorf("read %s, not %d bytes", b, len(body))
-			}
-			return nil
-		})
-	}
-	spent := host.TakeTurns(b, len(calls), func(v int) time.Duration {
-		start := time.Now()
-		if err := calls[v](); err != nil {
-			b.Fatal(err)
+		out, err := tool.Run(ctx, input)
+		var res struct {
+			OK struct {
+				Length int `json:"length"`
+			} `json:"ok"`
 		}
-		return time.Since(start)
-	})
+		got, _ := json.Marshal(out)
+		if json.Unmarshal(got, &res); err != nil || res.OK.Length != len(body) {
+			b.Fatalf("read %s, %v; not %d bytes", got, err, len(body))
+		}
+		tools = append(tools, tool)
+	}
+	spent := runInTurns(b, tools, input)
 	n := float64(b.N)
 	for v, name := range []string{"plain", "redacted"} {
 		b.ReportMetric(float64(spent[v].Nanoseconds())/n/1e6, "ms/"+name)
