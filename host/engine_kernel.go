@@ -200,9 +200,9 @@ type kernel struct {
 	freed  [33 - minClass][]uint32 // offsets of freed blocks, by size class
 	top    uint32                  // where the next new block goes
 	// dirty is the end of the blocks allocated since the memory was last zeroed: the
-	// next call's begin zeroes [kernelReserved, dirty), whatever the calls since
-	// wrote in their blocks, and no more (the memory may be far larger, a large
-	// block's size class twice its length).
+	// next call's begin zeroes what of [kernelReserved, dirty) its input does not
+	// overwrite, whatever the calls since wrote in their blocks, and no more (the
+	// memory may be far larger, a large block's size class twice its length).
 	dirty uint32
 
 	input             uint32
