@@ -19,7 +19,7 @@ import (
 
 // fleetAgents writes an agent file of the offline echo model, with no store named:
 // with -store, its sessions are kept in PostgreSQL.
-func fleetAgents(t *testing.T) string {
+func fleetAgents(t testing.TB) string {
 	t.Helper()
 	offline, err := filepath.Abs("../../plugins/offline")
 	if err != nil {

@@ -88,7 +88,18 @@ func startServe(t *testing.T, args ...string) *served {
 // launchServe runs terrarium serve with args and waits until it serves.
 func launchServe(t testing.TB, args ...string) *served {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"serve", "-addr", "127.0.0.1:0"}, args...)...)
+	return launch(t, serveCmd(t, args...))
+}
+
+// serveCmd is the command of terrarium serve with args, on a free port of loopback.
+func serveCmd(t testing.TB, args ...string) *exec.Cmd {
+	t.Helper()
+	return exec.Command(binary(t), append([]string{"serve", "-addr", "127.0.0.1:0"}, args...)...)
+}
+
+// launch starts cmd, a terrarium serve, and waits until it serves.
+func launch(t testing.TB, cmd *exec.Cmd) *served {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
