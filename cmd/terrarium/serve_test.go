@@ -263,8 +263,11 @@ func TestServeStopsGracefullyOnSIGTERM(t *testing.T) {
 	if err := s.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("exit after SIGTERM: %v\n%s", err, s.stderr)
 	}
-	if !strings.Contains(s.stderr.String(), "shutting down") {
-		t.Errorf("stderr:\n%s", s.stderr)
+	// The phases of the stop are logged.
+	for _, phase := range []string{`msg="stopping: draining"`, `msg="drained: no turn is running"`, `msg="stopping: closing the listeners and the sessions"`, "msg=stopped\n"} {
+		if !strings.Contains(s.stderr.String(), phase) {
+			t.Errorf("stderr lacks %s:\n%s", phase, s.stderr)
+		}
 	}
 	s = startServe(t, "-data", data, exampleDeployment)
 	if text := s.turnText(t, "assistant", id, "after"); text != "echo: after" {
