@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/terrarium-ai/terrarium/store/pgstore/pgtest"
 )
@@ -47,8 +48,13 @@ func startFleet(t *testing.T, n int) []*served {
 // turnStatus runs a turn and returns its status and the model's text, or the error's
 // code; unlike turnText it does not fail the test, so that it can run in a goroutine.
 func (s *served) turnStatus(session, text string) (status int, answer string, err error) {
+	return turnAt(s.url, session, text)
+}
+
+// turnAt is turnStatus on the host at url.
+func turnAt(url, session, text string) (status int, answer string, err error) {
 	body, _ := json.Marshal(map[string]string{"text": text})
-	resp, err := http.Post(s.url+"/api/agents/echo/sessions/"+session+"/turns", "application/json", strings.NewReader(string(body)))
+	resp, err := http.Post(url+"/api/agents/echo/sessions/"+session+"/turns", "application/json", strings.NewReader(string(body)))
 	if err != nil {
 		return 0, "", err
 	}
@@ -198,10 +204,15 @@ func TestServeStoreWantsAPostgresURL(t *testing.T) {
 // holdText is the turn fakeOpenAI streams a first chunk of and then never finishes.
 const holdText = "hold"
 
+// slowPrefix starts a turn that fakeOpenAI streams a first chunk of and finishes after
+// the duration that follows ("sleep 2s").
+const slowPrefix = "sleep "
+
 // fakeOpenAI serves a Chat Completions API on loopback for the openai plugin. It
 // answers "echo: <the last user text>"; a turn of holdText streams "partial" and then
 // hangs until its caller goes away (or the test ends), so that a host can be killed
-// mid-turn.
+// mid-turn; a turn "sleep <duration>" streams "partial", then the rest of its answer
+// once the duration has passed.
 func fakeOpenAI(t *testing.T) *httptest.Server {
 	t.Helper()
 	ended := make(chan struct{})
@@ -243,6 +254,19 @@ func fakeOpenAI(t *testing.T) *httptest.Server {
 			case <-r.Context().Done():
 			case <-ended:
 			}
+			return
+		}
+		if d, err := time.ParseDuration(strings.TrimPrefix(text, slowPrefix)); err == nil && strings.HasPrefix(text, slowPrefix) {
+			delta("partial", nil)
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			case <-ended:
+				return
+			}
+			delta(" echo: "+text, "stop")
+			fmt.Fprint(w, "data: [DONE]\n\n")
 			return
 		}
 		delta("echo: "+text, "stop")

@@ -100,14 +100,24 @@ func serveCmd(t testing.TB, args ...string) *exec.Cmd {
 // launch starts cmd, a terrarium serve, and waits until it serves.
 func launch(t testing.TB, cmd *exec.Cmd) *served {
 	t.Helper()
-	stdout, err := cmd.StdoutPipe()
+	s, err := startServing(cmd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return s
+}
+
+// startServing starts cmd, a terrarium serve, and waits until it serves, or fails
+// saying why.
+func startServing(cmd *exec.Cmd) (*served, error) {
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
 	}
 	s := &served{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	lines := bufio.NewScanner(stdout)
 	for s.url == "" && lines.Scan() {
@@ -124,9 +134,9 @@ func launch(t testing.TB, cmd *exec.Cmd) *served {
 	if s.url == "" {
 		cmd.Process.Kill()
 		<-s.exited
-		t.Fatalf("terrarium serve did not start:\n%s", s.stderr)
+		return nil, fmt.Errorf("terrarium serve did not start:\n%s", s.stderr)
 	}
-	return s
+	return s, nil
 }
 
 // stop sends a signal and waits for the process to exit.
