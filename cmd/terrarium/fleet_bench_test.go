@@ -54,7 +54,10 @@ const (
 // Reported beside turns/s: the turns' p50 and p99 latency, the CPU each host and
 // PostgreSQL used over the run (cores: CPU seconds per second), their CPU per turn,
 // the share of enforcement periods in which the hosts were throttled (near 1: the
-// hosts' limit is what bounds the rate), and the clients' own CPU. Where no control
+// hosts' limit is what bounds the rate), and the clients' own CPU. The hosts',
+// PostgreSQL's and the clients' groups have the greatest CPU weight, so that other work
+// on the machine yields to them: on a shared machine the benchmark measures its
+// limits, not its neighbours (the hosts still get no more than their share). Where no control
 // group can be made (not root, no cpu controller), the hosts run unlimited, sharing
 // the machine's cores as before, on the database $TERRARIUM_TEST_POSTGRES names, and
 // nothing is accounted; the benchmark logs so.
@@ -81,6 +84,10 @@ func BenchmarkFleetTurns(b *testing.B) {
 				b.Error(err)
 			}
 		})
+		if err := pg.Prioritize(); err != nil {
+			b.Fatal(err)
+		}
+		prioritizeSelf(b, prefix)
 		b.Setenv(pgtest.EnvURL, pgtest.NewCluster(b, pgtest.WithCommand(pg.Command)).URL())
 		b.Logf("cgroup v%d: each host limited to %v CPUs (GOMAXPROCS=%d), PostgreSQL unlimited, every %v", pg.Version(), cpus, cgroup.GOMAXPROCS(cpus), cgroup.Period)
 	} else {
@@ -125,12 +132,40 @@ func startBenchFleet(b *testing.B, prefix string, n int, cpus float64, limited b
 				b.Fatal(err)
 			}
 			f.groups = append(f.groups, g)
+			if err := g.Prioritize(); err != nil {
+				f.stop(b)
+				b.Fatal(err)
+			}
 			g.Command(cmd)
 			cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cgroup.GOMAXPROCS(cpus)))
 		}
 		f.hosts = append(f.hosts, launch(b, cmd))
 	}
 	return f
+}
+
+// prioritizeSelf moves this process, the clients, into a group of its own, unlimited
+// and of the greatest weight, as the hosts' and PostgreSQL's are, until the benchmark
+// ends.
+func prioritizeSelf(b *testing.B, prefix string) {
+	g, err := cgroup.New(prefix+"-clients", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := g.Leave(os.Getpid()); err != nil {
+			b.Error(err)
+		}
+		if err := g.Remove(); err != nil {
+			b.Error(err)
+		}
+	})
+	if err := g.Prioritize(); err != nil {
+		b.Fatal(err)
+	}
+	if err := g.Enter(os.Getpid()); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // stop kills the hosts and removes their groups.

@@ -81,6 +81,16 @@ func TestV1Apart(t *testing.T) {
 	if s != (Stat{CPU: 2500 * time.Millisecond, Periods: 50, Throttled: 7}) {
 		t.Errorf("stat %+v", s)
 	}
+	if err := g.Prioritize(); err != nil || readFile(t, root+"/cpu/host1/cpu.shares") != "262144" {
+		t.Errorf("Prioritize: %v", err)
+	}
+	mkdirs(t, root+"/cpuacct/host1")
+	if err := g.Enter(42); err != nil || readFile(t, root+"/cpu/host1/cgroup.procs") != "42" || readFile(t, root+"/cpuacct/host1/cgroup.procs") != "42" {
+		t.Errorf("Enter: %v", err)
+	}
+	if err := g.Leave(42); err != nil || readFile(t, root+"/cpu/cgroup.procs") != "42" || readFile(t, root+"/cpuacct/cgroup.procs") != "42" {
+		t.Errorf("Leave: %v", err)
+	}
 	cmd := exec.Command("/bin/true", "a b", "c")
 	g.Command(cmd)
 	want := []string{"sh", "-c", `echo $$ >"$1" || exit 125; shift; echo $$ >"$1" || exit 125; shift; exec "$@"`, "sh",
@@ -126,6 +136,9 @@ func TestV2(t *testing.T) {
 	}
 	if got := readFile(t, root+"/host2/cpu.max"); got != "25000 100000" {
 		t.Errorf("cpu.max %q", got)
+	}
+	if err := g.Prioritize(); err != nil || readFile(t, root+"/host2/cpu.weight") != "10000" {
+		t.Errorf("Prioritize: %v", err)
 	}
 	writeFile(t, root+"/host2/cpu.stat", "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\nnr_periods 3\nnr_throttled 1\nthrottled_usec 10\n")
 	s, err := g.Stat()
