@@ -25,9 +25,10 @@ import (
 // defaultHostCPUs).
 const hostCPUsEnv = "TERRARIUM_BENCH_HOST_CPUS"
 
-// defaultHostCPUs is a host's CPU share in BenchmarkFleetTurns: three hosts take 1.2 of
-// a 2-CPU machine, leaving PostgreSQL and the clients the rest.
-const defaultHostCPUs = 0.4
+// defaultHostCPUs is a host's CPU share in BenchmarkFleetTurns: three hosts take 0.9 of
+// a 2-CPU machine, leaving PostgreSQL (about half a host's CPU per turn) and the
+// clients the rest, with room for what else the machine runs.
+const defaultHostCPUs = 0.3
 
 const (
 	// fleetClientsPerHost is the number of clients per host sending turns at once, each
@@ -42,7 +43,7 @@ const (
 // BenchmarkFleetTurns: turns per second of the echo agent (the offline plugin's
 // instant model) kept in one PostgreSQL database, served by one, two or three
 // terrarium serve processes. Each host runs in a control group of its own limited to
-// $TERRARIUM_BENCH_HOST_CPUS CPUs (default 0.4), with GOMAXPROCS to match, so that the
+// $TERRARIUM_BENCH_HOST_CPUS CPUs (default 0.3), with GOMAXPROCS to match, so that the
 // hosts cannot share out the machine's cores among themselves: what adding a host
 // adds is a fixed share. PostgreSQL (a throwaway cluster of the benchmark's own) runs
 // in a group of its own, unlimited, to account for what it spends. The clients, in
