@@ -209,6 +209,10 @@ func TestLimitHolds(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	// Of the greatest weight, so that the spinner reaches its limit on a busy machine.
+	if err := g.Prioritize(); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", "cat /proc/self/cgroup; while :; do :; done")
@@ -243,7 +247,8 @@ func TestLimitHolds(t *testing.T) {
 	if s.CPU <= 0 || s.CPU > wall/2 {
 		t.Errorf("the group used %v of CPU in %v: want some, and at most a fifth of a CPU (with room for the shell)", s.CPU, wall)
 	}
-	if s.Throttled == 0 {
+	// A machine too busy to give the spinner its fifth leaves it unthrottled.
+	if s.Throttled == 0 && s.CPU > wall/8 {
 		t.Errorf("the spinning process was never throttled (%d periods): the limit did not hold", s.Periods)
 	}
 }
