@@ -152,13 +152,14 @@ func TestDrainLetsRunningTurnsFinish(t *testing.T) {
 	}
 }
 
-// A turn still running at the drain's deadline is detached: its client gets the
-// pending snapshot, the turn runs on, Shutdown waits for it to settle in the store,
-// and another host sharing the store continues the session from there.
-func TestDrainDetachesTurnsPastItsDeadline(t *testing.T) {
+// detachedByDrain starts two hosts sharing a store and a turn of a session on the
+// first, which drains past its deadline while the turn runs: the turn is detached. It
+// returns the hosts, the session and the turn's pending snapshot.
+func detachedByDrain(t *testing.T) (a, b *testServer, id, pending string) {
+	t.Helper()
 	shared := store.NewMemory()
-	a, b := newHost(t, shared), newHost(t, shared)
-	id := a.newSession(t, "gate", nil)
+	a, b = newHost(t, shared), newHost(t, shared)
+	id = a.newSession(t, "gate", nil)
 	turn := a.streamTurnAsync(t, "gate", id, "long")
 	<-a.gate.started
 	ctx, cancel := context.WithCancel(t.Context())
@@ -170,6 +171,14 @@ func TestDrainDetachesTurnsPastItsDeadline(t *testing.T) {
 	if reason != session.FinishDetached || pending == "" {
 		t.Fatalf("the turn running at the drain's deadline ended %q with snapshot %q, want detached and its pending snapshot", reason, pending)
 	}
+	return a, b, id, pending
+}
+
+// A turn still running at the drain's deadline is detached: its client gets the
+// pending snapshot, the turn runs on, Shutdown waits for it to settle in the store,
+// and another host sharing the store continues the session from there.
+func TestDrainDetachesTurnsPastItsDeadline(t *testing.T) {
+	a, b, id, pending := detachedByDrain(t)
 	if st := b.snapshotStatus(t, "gate", pending); st != session.StatusPending {
 		t.Fatalf("the detached turn's snapshot on the other host: %q, want pending", st)
 	}
@@ -208,17 +217,9 @@ func TestDrainDetachesTurnsPastItsDeadline(t *testing.T) {
 // snapshot stays pending for a host that is gone: the other host continues from the
 // aborted snapshot.
 func TestShutdownAbortsDetachedTurnsPastItsDeadline(t *testing.T) {
-	shared := store.NewMemory()
-	a, b := newHost(t, shared), newHost(t, shared)
-	id := a.newSession(t, "gate", nil)
-	turn := a.streamTurnAsync(t, "gate", id, "never ends")
-	<-a.gate.started
+	a, b, id, pending := detachedByDrain(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	if err := a.srv.Drain(ctx); err != nil {
-		t.Fatalf("Drain: %v", err)
-	}
-	pending, _ := endOf(t, answered(t, turn))
+	cancel() // the shutdown's deadline has passed
 	if err := a.srv.Shutdown(ctx); err == nil || !strings.Contains(err.Error(), "aborted") {
 		t.Errorf("Shutdown past its deadline with a detached turn running: %v, want an error saying it was aborted", err)
 	}

@@ -29,11 +29,12 @@ func (s *served) streamRunning(t *testing.T, session, text, want string) <-chan 
 	if err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan struct{})
+	t.Cleanup(func() { resp.Body.Close() })
+	started := make(chan bool, 1) // whether want streamed
 	out := make(chan streamedTurn, 1)
 	go func() {
-		defer resp.Body.Close()
 		var r streamedTurn
+		saw := false
 		lines := bufio.NewScanner(resp.Body)
 		for lines.Scan() {
 			data, ok := strings.CutPrefix(lines.Text(), "data: ")
@@ -53,9 +54,9 @@ func (s *served) streamRunning(t *testing.T, session, text, want string) <-chan 
 			}
 			if c.Chunk != nil && len(c.Chunk.Content) > 0 {
 				r.text += c.Chunk.Content[0].Text
-				if c.Chunk.Content[0].Text == want && started != nil {
-					close(started)
-					started = nil
+				if c.Chunk.Content[0].Text == want && !saw {
+					saw = true
+					started <- true
 				}
 			}
 			if c.SnapshotCreated != "" {
@@ -65,13 +66,16 @@ func (s *served) streamRunning(t *testing.T, session, text, want string) <-chan 
 				r.finishReason = c.FinishReason
 			}
 		}
-		if started != nil {
-			close(started)
+		if !saw {
+			started <- false
 		}
 		out <- r
 	}()
 	select {
-	case <-started:
+	case ok := <-started:
+		if !ok {
+			t.Fatalf("turn %q ended (%+v) before %q streamed", text, <-out, want)
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("turn %q: %q did not stream within 30 s", text, want)
 	}

@@ -118,6 +118,18 @@ type fleetClient struct {
 	err        error // what stopped it before its context ended
 }
 
+// acknowledged records a turn answered after retries, and reports whether the answer
+// was the echo of the turn (else the client stops, saying why).
+func (c *fleetClient) acknowledged(text, answer string, retries int) bool {
+	if answer != "echo: "+text {
+		c.err = fmt.Errorf("turn %q answered %q", text, answer)
+		return false
+	}
+	c.acked = append(c.acked, text)
+	c.maxRetries = max(c.maxRetries, retries)
+	return true
+}
+
 // retryable reports whether a turn's failure means it ran nowhere (or, after a
 // SIGKILL, may have) and is to be sent to another host.
 func retryable(status int, code string, err error) bool {
@@ -134,12 +146,9 @@ func (c *fleetClient) runHTTP(stop *atomic.Bool, urls []string) {
 		for retries := 0; ; retries++ {
 			status, answer, err := turnAt(urls[host], c.session, text)
 			if err == nil && status == http.StatusOK {
-				if answer != "echo: "+text {
-					c.err = fmt.Errorf("turn %q answered %q", text, answer)
+				if !c.acknowledged(text, answer, retries) {
 					return
 				}
-				c.acked = append(c.acked, text)
-				c.maxRetries = max(c.maxRetries, retries)
 				break
 			}
 			if !retryable(status, answer, err) || retries == maxRetries {
@@ -185,12 +194,9 @@ func (c *fleetClient) runWebSocket(ctx context.Context, stop *atomic.Bool, urls 
 			}
 			answer, err := wsTurn(ctx, conn, text)
 			if err == nil {
-				if answer != "echo: "+text {
-					c.err = fmt.Errorf("turn %q answered %q", text, answer)
+				if !c.acknowledged(text, answer, retries) {
 					return
 				}
-				c.acked = append(c.acked, text)
-				c.maxRetries = max(c.maxRetries, retries)
 				break
 			}
 			conn.CloseNow()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -311,38 +310,6 @@ func (s *served) headOf(t *testing.T, session string) string {
 	return info.Snapshot.SnapshotID
 }
 
-// awaitStreamed sends a turn as server-sent events and returns once the client has
-// read a chunk of the model's text: the turn is then running on the host.
-func (s *served) awaitStreamed(t *testing.T, session, text, want string) {
-	t.Helper()
-	body, _ := json.Marshal(map[string]string{"text": text})
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", s.url+"/api/agents/echo/sessions/"+session+"/turns?stream=true", strings.NewReader(string(body)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	lines := bufio.NewScanner(resp.Body)
-	for lines.Scan() {
-		data, ok := strings.CutPrefix(lines.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var c struct {
-			Chunk *struct {
-				Content []struct{ Text string }
-			}
-		}
-		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			t.Fatalf("turn %q: chunk %s: %v", text, data, err)
-		}
-		if c.Chunk != nil && len(c.Chunk.Content) > 0 && c.Chunk.Content[0].Text == want {
-			return
-		}
-	}
-	t.Fatalf("turn %q ended (%v) before %q streamed", text, lines.Err(), want)
-}
-
 // A host is killed without warning while a turn runs on it (the model has streamed
 // part of its answer to the client): the turn was never acknowledged, so it leaves
 // nothing in the store. The session's head on the other hosts is still the last
@@ -362,7 +329,7 @@ func TestFleetHostKilledMidTurn(t *testing.T) {
 	}
 	head := hosts[0].headOf(t, id)
 
-	hosts[1].awaitStreamed(t, id, holdText, "partial")
+	hosts[1].streamRunning(t, id, holdText, "partial")
 	hosts[1].stop(t, syscall.SIGKILL)
 
 	if got := hosts[0].headOf(t, id); got != head {
