@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/deploy"
-	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/server"
 )
 
@@ -30,6 +29,7 @@ type serveFlags struct {
 	drain             time.Duration
 	tenants           string
 	trusted           trustedKeys
+	oci               ociFlags
 }
 
 func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -46,7 +46,8 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.DurationVar(&f.idle, "idle", server.DefaultIdleTimeout, "close sessions idle this long (kept sessions reopen on their next turn)")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, the longest the shutdown may take: turns detached by the drain may settle until then, and are aborted after")
 	fs.DurationVar(&f.drain, "drain-timeout", 20*time.Second, "on SIGTERM, how long running turns may finish, refusing new ones, before those still running are detached (at most -shutdown-timeout)")
-	fs.Var(&f.trusted, "trusted-key", "load only plugins signed by this key: ed25519:<base64> or a .pub file (repeatable)")
+	fs.Var(&f.trusted, "trusted-key", "load only plugin files signed by this key (terrarium plugin sign): ed25519:<base64> or a .pub file (repeatable);\nregistry plugins are then checked with --cosign-key or --certificate-identity")
+	f.oci.register(fs, true)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: terrarium serve [flags] [dir]\n\nServes the agents defined by the agent files (*.yaml) in dir (default .).")
 		fs.PrintDefaults()
@@ -102,8 +103,16 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 	opts := []server.Option{server.WithLogger(log), server.WithMetrics(mp, metrics),
 		server.WithMaxBodyBytes(f.maxBody), server.WithIdleTimeout(f.idle)}
 	if f.tenants == "" {
+		puller, err := f.oci.puller(log, false)
+		if err != nil {
+			return err
+		}
+		policy, err := f.oci.verifier("terrarium serve")
+		if err != nil {
+			return err
+		}
 		dopts := []deploy.Option{deploy.WithDataDir(f.data), deploy.WithLogger(log), deploy.WithMeterProvider(mp),
-			deploy.WithHostOptions(host.WithTrustedKeys(f.trusted...))}
+			deploy.WithTrustedKeys(f.trusted...), deploy.WithPuller(puller), deploy.WithSignaturePolicy(policy)}
 		if f.store != "" {
 			dopts = append(dopts, deploy.WithPostgres(f.store))
 		}
