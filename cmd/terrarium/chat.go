@@ -726,8 +726,8 @@ func (e *httpError) Error() string {
 	return fmt.Sprintf("%s: %d %s: %s", e.what, e.status, e.e.Code, e.e.Message)
 }
 
-// refusal reads a server's error answer.
-func refusal(resp *http.Response, what string) *httpError {
+// readRefusal reads a server's error answer.
+func readRefusal(resp *http.Response, what string) *httpError {
 	e := &httpError{status: resp.StatusCode, what: what}
 	json.NewDecoder(resp.Body).Decode(&e.e)
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
@@ -751,7 +751,7 @@ func doJSON(ctx context.Context, method, u string, v any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		return refusal(resp, method+" "+u)
+		return readRefusal(resp, method+" "+u)
 	}
 	if v == nil {
 		return nil
@@ -787,7 +787,7 @@ func (r *remote) connect(ctx context.Context, sessionID, snapshotID string) (ses
 	c, resp, err := websocket.Dial(dialCtx, u, &websocket.DialOptions{HTTPClient: apiClient})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			return nil, refusal(resp, "connecting")
+			return nil, readRefusal(resp, "connecting")
 		}
 		return nil, err
 	}

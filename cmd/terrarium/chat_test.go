@@ -262,3 +262,34 @@ func TestChatReconnects(t *testing.T) {
 		t.Errorf("the session has %d snapshots, want one per message: 4", len(snaps.Snapshots))
 	}
 }
+
+// TestChatFollowsItsSessionWhenTheHostDrains: a host of a fleet sent SIGTERM closes
+// the chat's socket with 1012; the chat reconnects to the same address, which the load
+// balancer (a proxy) sends to the other host once the first refuses, and the session
+// goes on there.
+func TestChatFollowsItsSessionWhenTheHostDrains(t *testing.T) {
+	hosts := startFleet(t, 2)
+	p := startProxy(t, hosts[0].url, hosts[1].url)
+	term := startTerminal(t, binary(t), "chat", p.url())
+	term.expect(`> `)
+	term.send("on the first host")
+	sid := term.expect(`\[session ([0-9a-f-]+)\]`)[1]
+	term.expect(`echo: on the first host`)
+	term.expect(`> `)
+	if err := hosts[0].stop(t, syscall.SIGTERM); err != nil {
+		t.Errorf("the first host after SIGTERM: %v\n%s", err, hosts[0].stderr)
+	}
+	term.expect(`\[the connection was lost \(the server closed it: 1012 .+\)\]`)
+	term.expect(`\[reconnected: session ` + sid + `\]`)
+	term.expect(`> `)
+	term.send("on the second host")
+	term.expect(`echo: on the second host`)
+	term.expect(`> `)
+	term.send("/exit")
+	if err := term.cmd.Wait(); err != nil {
+		t.Errorf("chat exited with %v", err)
+	}
+	if got := hosts[1].userTexts(t, sid); strings.Join(got, "|") != "on the first host|on the second host" {
+		t.Errorf("the session holds %q", got)
+	}
+}
