@@ -5,22 +5,23 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // proxy is a TCP proxy a test puts between clients and hosts, as a load balancer
 // would be: each connection goes to the first host that takes it, and the test can
-// drop every connection at once, or one as it carries some bytes.
+// drop every connection at once, or a WebSocket as it carries some bytes.
 type proxy struct {
 	t     testing.TB
 	ln    net.Listener
 	mu    sync.Mutex
 	hosts []string // host:port
 	conns map[net.Conn]bool
-	// cut is a one-shot trigger: the next read towards the host (toHost) or the client
-	// that contains match and is at least minLen bytes long is not passed on, and its
-	// connection is dropped.
+	// cut is a one-shot trigger: the next read of a WebSocket, after its handshake,
+	// towards the host (toHost) or the client, that contains match and is at least
+	// minLen bytes long is not passed on, and its connection is dropped.
 	cut *cutTrigger
 	// cutDone is closed when the trigger fired.
 	cutDone chan struct{}
@@ -113,12 +114,14 @@ func (p *proxy) relay(client net.Conn) {
 	p.mu.Lock()
 	p.conns[client], p.conns[host] = true, true
 	p.mu.Unlock()
-	go p.pipe(host, client, true)
-	p.pipe(client, host, false)
+	var ws atomic.Bool
+	go p.pipe(host, client, true, &ws)
+	p.pipe(client, host, false, &ws)
 }
 
-// pipe copies from src to dst until either ends, then closes both.
-func (p *proxy) pipe(dst, src net.Conn, toHost bool) {
+// pipe copies from src to dst until either ends, then closes both. The first read
+// towards the host, a request's head, tells whether the pair is a WebSocket.
+func (p *proxy) pipe(dst, src net.Conn, toHost bool, ws *atomic.Bool) {
 	defer func() {
 		p.mu.Lock()
 		delete(p.conns, src)
@@ -128,9 +131,11 @@ func (p *proxy) pipe(dst, src net.Conn, toHost bool) {
 		dst.Close()
 	}()
 	buf := make([]byte, 64<<10)
-	for {
+	for first := true; ; first = false {
 		n, err := src.Read(buf)
-		if n > 0 && p.fires(buf[:n], toHost) {
+		if toHost && first {
+			ws.Store(bytes.Contains(bytes.ToLower(buf[:n]), []byte("upgrade: websocket")))
+		} else if n > 0 && ws.Load() && p.fires(buf[:n], toHost) {
 			return
 		}
 		if n > 0 {

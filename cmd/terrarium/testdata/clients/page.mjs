@@ -10,14 +10,15 @@ try {
   const errors = [];
   page.on("pageerror", (e) => errors.push(e.message));
   await page.goto(url);
-  await page.waitForSelector("#status:has-text('session')");
-  const session = (await page.textContent("#status")).split("session ")[1];
+  await page.waitForSelector("#status:has-text('new session')");
 
+  // The first message opens the session.
   await page.fill("#input", "hello page");
   await page.click("#send");
   const answer = page.locator(".msg.model", { hasText: "echo: hello page" });
   await answer.waitFor();
   await page.waitForSelector("#status:has-text('turn ended')");
+  const session = ((await page.textContent("#status")).match(/session ([0-9a-f-]{36})/) || [])[1];
 
   await page.fill("#input", '/call askUser {"question": "Favourite colour?"}');
   await page.click("#send");

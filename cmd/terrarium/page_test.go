@@ -1,0 +1,133 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// pageAgents writes the agents of the page's recovery test: assistant, the offline
+// model with the calculator and askUser, kept in Badger.
+func pageAgents(t *testing.T) string {
+	t.Helper()
+	plugins, err := filepath.Abs("../../plugins")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src := "name: assistant\nmodel: {name: offline/echo}\ntools: [askUser, calculator/calc]\nplugins:\n" +
+		"  - path: " + filepath.Join(plugins, "offline") + "\n" +
+		"  - path: " + filepath.Join(plugins, "calculator") + "\n    grants: {timeout: 5s}\n"
+	if err := os.WriteFile(filepath.Join(dir, "assistant.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// pageRun is what page-recovers.mjs saw at one width.
+type pageRun struct {
+	Errors, Console, LoadConsole, LoadRequests []string
+	Sockets, SocketsOnLoad, SessionsOnLoad     int
+	SidebarShown, MenuShown                    bool
+	SidebarAfterMenu, SidebarAfterBackdrop     bool
+	Session, SessionAfterDrop                  string
+	Turns                                      []struct {
+		Text, Status string
+		Models       int
+	}
+	Failures []struct {
+		Say, Detail, Under string
+		Shown              bool
+		Marked             int
+	}
+	Resent, KeptOnce, ResumedMessages  int
+	UnknownPrefix, SessionAfterUnknown string
+	UnknownConsole                     []string
+	SessionList, SessionTimes          []string
+	Overflows                          bool
+}
+
+// TestWebPageRecoversInChromium drives the page in a headless Chromium at a desktop's
+// width and a phone's, through a proxy standing for a load balancer that drops its
+// WebSocket when told (page-recovers.mjs says what it does). The screenshots land in
+// $TERRARIUM_SCREENSHOTS, or the test's temporary directory.
+func TestWebPageRecoversInChromium(t *testing.T) {
+	dir := clients(t)
+	chromium := need(t, "chromium")
+	s := startServe(t, "-data", t.TempDir(), pageAgents(t))
+	p := startProxy(t, s.url)
+	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch how := r.URL.Query().Get("how"); {
+		case how == "":
+			p.drop()
+		case how == "host":
+			p.cutOn(true, "", 16)
+		case strings.HasPrefix(how, "page:"):
+			p.cutOn(false, strings.TrimPrefix(how, "page:"), 0)
+		default:
+			http.Error(w, "how: "+how, http.StatusBadRequest)
+		}
+	}))
+	defer control.Close()
+	shots := filepath.Dir(screenshot(t, "x"))
+	var got struct{ Desktop, Phone pageRun }
+	node(t, dir, "page-recovers.mjs", &got, p.url()+"/", shots, chromium, control.URL)
+	t.Logf("screenshots: %s/chat-page-{desktop,phone,phone-menu}.png", shots)
+
+	for name, r := range map[string]pageRun{"desktop": got.Desktop, "phone": got.Phone} {
+		if len(r.Errors) != 0 || len(r.LoadConsole) != 0 {
+			t.Errorf("%s: page errors %q, console errors on load %q", name, r.Errors, r.LoadConsole)
+		}
+		if len(r.Console) != 0 {
+			t.Errorf("%s: console errors %q", name, r.Console)
+		}
+		if r.SocketsOnLoad != 0 {
+			t.Errorf("%s: %d WebSockets opened on load, want none until the first message", name, r.SocketsOnLoad)
+		}
+		for _, path := range r.LoadRequests {
+			if strings.HasSuffix(path, "/snapshots") || strings.HasSuffix(path, "/connect") || strings.Contains(path, "favicon.ico") {
+				t.Errorf("%s: the load asked for %s", name, path)
+			}
+		}
+		if r.Session == "" || r.SessionAfterDrop != r.Session {
+			t.Errorf("%s: session %q, after the drop %q", name, r.Session, r.SessionAfterDrop)
+		}
+		if r.Overflows {
+			t.Errorf("%s: the page is wider than the window", name)
+		}
+		for _, turn := range r.Turns {
+			if want := "turn ended (stop)"; !strings.HasPrefix(turn.Text, "/fail") && turn.Status != want {
+				t.Errorf("%s: %q ended %q, want %q", name, turn.Text, turn.Status, want)
+			}
+		}
+	}
+	if d := got.Desktop; !d.SidebarShown || d.MenuShown {
+		t.Errorf("desktop: sidebar shown %v, menu shown %v; want the sidebar, no menu", d.SidebarShown, d.MenuShown)
+	}
+	if ph := got.Phone; ph.SidebarShown || !ph.MenuShown || !ph.SidebarAfterMenu || ph.SidebarAfterBackdrop {
+		t.Errorf("phone: sidebar shown %v, menu shown %v, after the menu %v, after the backdrop %v; want it folded away behind the menu",
+			ph.SidebarShown, ph.MenuShown, ph.SidebarAfterMenu, ph.SidebarAfterBackdrop)
+	}
+	d := got.Desktop
+	if d.SessionsOnLoad != 0 || got.Phone.SessionsOnLoad != 2 {
+		t.Errorf("sessions listed on load: %d, then %d; want none stored by a page load", d.SessionsOnLoad, got.Phone.SessionsOnLoad)
+	}
+	if d.Resent != 1 || d.KeptOnce != 1 {
+		t.Errorf("a turn lost on the way was sent again %d times, want 1; a turn kept while away shows %d times, want 1", d.Resent, d.KeptOnce)
+	}
+	if !strings.Contains(d.UnknownPrefix, "no snapshot ID begins with 00000000") || d.SessionAfterUnknown != d.Session {
+		t.Errorf("an unknown prefix: %q, the session then %q", d.UnknownPrefix, d.SessionAfterUnknown)
+	}
+	if len(d.UnknownConsole) != 1 || !strings.Contains(d.UnknownConsole[0], "404") {
+		t.Errorf("an unknown prefix logged %q, want the browser's one line of its 404", d.UnknownConsole)
+	}
+	if d.ResumedMessages != 4 {
+		t.Errorf("resumed from the first snapshot by prefix, then a turn: %d messages, want 4", d.ResumedMessages)
+	}
+	if strings.Join(d.SessionList, "|") != "a second session|hello from the desktop" || strings.Join(d.SessionTimes, "|") != "just now|just now" {
+		t.Errorf("session list %q, %q", d.SessionList, d.SessionTimes)
+	}
+}
