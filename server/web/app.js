@@ -473,7 +473,7 @@ async function refreshSnapshots() {
   for (const s of snapshots) {
     const li = el("li", s.status === "failed" ? "failed" : "");
     const failed = s.status && s.status !== "completed" ? ` · ${s.status}` : "";
-    li.appendChild(el("code", "", `turn ${s.turnIndex} · ${s.snapshotId.slice(0, 12)}${failed}`));
+    li.appendChild(el("code", "", `turn ${s.turnIndex} · ${s.snapshotId.slice(0, 8)}${failed}`));
     const b = el("button", "resume", "resume");
     b.type = "button";
     b.dataset.snapshot = s.snapshotId;
