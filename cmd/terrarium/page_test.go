@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -29,12 +32,12 @@ func pageAgents(t *testing.T) string {
 
 // pageRun is what page-recovers.mjs saw at one width.
 type pageRun struct {
-	Errors, Console, LoadConsole, LoadRequests []string
-	Sockets, SocketsOnLoad, SessionsOnLoad     int
-	SidebarShown, MenuShown                    bool
-	SidebarAfterMenu, SidebarAfterBackdrop     bool
-	Session, SessionAfterDrop                  string
-	Turns                                      []struct {
+	Errors, Console, LoadConsole, LoadRequests     []string
+	Sockets, SocketsOnLoad, SessionsOnLoad         int
+	SidebarShown, MenuShown                        bool
+	SidebarAfterMenu, SidebarAfterBackdrop         bool
+	Session, SessionAfterDrop, SessionAfterRestart string
+	Turns                                          []struct {
 		Text, Status string
 		Models       int
 	}
@@ -43,11 +46,11 @@ type pageRun struct {
 		Shown              bool
 		Marked             int
 	}
-	Resent, KeptOnce, ResumedMessages  int
-	UnknownPrefix, SessionAfterUnknown string
-	UnknownConsole                     []string
-	SessionList, SessionTimes          []string
-	Overflows                          bool
+	Resent, KeptOnce, ResumedMessages, RestartClose int
+	UnknownPrefix, SessionAfterUnknown              string
+	UnknownConsole, RestartConsole                  []string
+	SessionList, SessionTimes                       []string
+	Overflows                                       bool
 }
 
 // TestWebPageRecoversInChromium drives the page in a headless Chromium at a desktop's
@@ -57,12 +60,48 @@ type pageRun struct {
 func TestWebPageRecoversInChromium(t *testing.T) {
 	dir := clients(t)
 	chromium := need(t, "chromium")
-	s := startServe(t, "-data", t.TempDir(), pageAgents(t))
+	args := []string{"-data", t.TempDir(), pageAgents(t)}
+	var mu sync.Mutex
+	s := startServe(t, args...)
+	host := func() *served {
+		mu.Lock()
+		defer mu.Unlock()
+		return s
+	}
 	p := startProxy(t, s.url)
+	// restart is a rolling restart of a fleet of one: the host is sent SIGTERM, drains
+	// (closing the page's socket with 1012) and exits, and another takes its place
+	// behind the proxy, on the same data.
+	restart := func() error {
+		old := host()
+		if err := old.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			return err
+		}
+		if err := <-old.exited; err != nil {
+			return fmt.Errorf("the host exited with %v after SIGTERM:\n%s", err, old.stderr)
+		}
+		next, err := startServing(serveCmd(t, args...))
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() {
+			next.cmd.Process.Kill()
+			<-next.exited
+		})
+		mu.Lock()
+		s = next
+		mu.Unlock()
+		p.route(next.url)
+		return nil
+	}
 	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch how := r.URL.Query().Get("how"); {
 		case how == "":
 			p.drop()
+		case how == "restart":
+			if err := restart(); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			}
 		case how == "host":
 			p.cutOn(true, "", 16)
 		case strings.HasPrefix(how, "page:"):
@@ -114,6 +153,14 @@ func TestWebPageRecoversInChromium(t *testing.T) {
 	d := got.Desktop
 	if d.SessionsOnLoad != 0 || got.Phone.SessionsOnLoad != 2 {
 		t.Errorf("sessions listed on load: %d, then %d; want none stored by a page load", d.SessionsOnLoad, got.Phone.SessionsOnLoad)
+	}
+	if d.SessionAfterRestart != d.Session || d.RestartClose != 1 {
+		t.Errorf("after the host's restart: session %q, want %q; %d closes with 1012 seen, want 1", d.SessionAfterRestart, d.Session, d.RestartClose)
+	}
+	for _, line := range d.RestartConsole {
+		if !strings.Contains(line, "net::ERR_") && !strings.Contains(line, "WebSocket connection to") {
+			t.Errorf("while the host restarted, the console logged %q: want only the browser's own lines of requests that found no host", line)
+		}
 	}
 	if d.Resent != 1 || d.KeptOnce != 1 {
 		t.Errorf("a turn lost on the way was sent again %d times, want 1; a turn kept while away shows %d times, want 1", d.Resent, d.KeptOnce)

@@ -2,7 +2,8 @@
 // phone's (390 px), through what it must recover from: a page load that stores
 // nothing and logs no error, failed turns shown under their message with the next turn
 // going on, a WebSocket dropped between turns and within them (the test's proxy drops
-// it when told), a snapshot resumed by its ID's first digits, and the session list,
+// it when told) or closed by a host restarting, a snapshot resumed by its ID's first
+// digits, and the session list,
 // newest first with each session's first words. Writes a screenshot per width.
 // usage: node page-recovers.mjs <page URL> <screenshot dir> <chromium> <control URL> <failing message>...
 import { launch } from "./browser.mjs";
@@ -100,6 +101,21 @@ async function run(name, viewport) {
   r.sessionAfterDrop = await sessionOf();
 
   if (name === "desktop") {
+    // The host restarts: sent SIGTERM, it closes the socket with 1012 (Service
+    // Restart), and another host answers at the address; the page follows by itself.
+    // While no host answers, the browser logs each failed request: set them apart.
+    const loggedBefore = r.console.length;
+    const reconnected = await page.locator(".event", { hasText: "reconnected: session" }).count();
+    await drop("restart");
+    await page.waitForFunction(
+      (n) => [...document.querySelectorAll(".event")].filter((e) => e.textContent.startsWith("reconnected: session")).length > n,
+      reconnected,
+    );
+    r.restartConsole = r.console.splice(loggedBefore);
+    r.restartClose = await page.locator(".event", { hasText: "the connection was lost (1012" }).count();
+    await turn("after the restart", "echo: after the restart");
+    r.sessionAfterRestart = await sessionOf();
+
     // Dropped before the message reached the server: sent again, once.
     await drop("host");
     await turn("lost on the way", "echo: lost on the way");
