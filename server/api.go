@@ -275,16 +275,21 @@ type TurnRequest struct {
 	Detach   bool           `json:"detach,omitempty"`
 }
 
+// check implements checked.
+func (t *TurnRequest) check() error {
+	if t.Text != "" && len(t.Messages) > 0 {
+		return errors.New("give text or messages, not both")
+	}
+	return abi.NoNulls("messages", t.Messages)
+}
+
 // input is the flow's input for the request.
-func (t *TurnRequest) input() (*session.SessionFlowInput, error) {
+func (t *TurnRequest) input() *session.SessionFlowInput {
 	in := &session.SessionFlowInput{Messages: t.Messages, Resume: t.Resume, Detach: t.Detach}
 	if t.Text != "" {
-		if len(t.Messages) > 0 {
-			return nil, fmt.Errorf("%w: give text or messages, not both", ErrBadJSON)
-		}
 		in.Messages = []*abi.Message{abi.NewUserTextMessage(t.Text)}
 	}
-	return in, nil
+	return in
 }
 
 // wantsStream reports whether a client asked for server-sent events.
@@ -303,11 +308,7 @@ func (s *Server) sendTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	in, err := req.input()
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
+	in := req.input()
 	// The session first: a turn of one the key cannot reach is not found, and spends
 	// no quota.
 	l, err := s.sessions.get(r.Context(), a, r.PathValue("session"))

@@ -143,7 +143,7 @@ func readAll(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields and trailing
-// data.
+// data, then applies v's own rules (checked).
 func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -155,6 +155,30 @@ func decodeStrict(data []byte, v any) error {
 	}
 	if dec.More() {
 		return fmt.Errorf("%w: more than one JSON value", ErrBadJSON)
+	}
+	return check(v)
+}
+
+// decodeLenient decodes one JSON value into v, ignoring fields it does not know (the
+// OpenAI-compatible endpoint and the reflection API take requests of clients that send
+// more than is read), then applies v's own rules (checked).
+func decodeLenient(data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadJSON, err)
+	}
+	return check(v)
+}
+
+// checked is a request whose decoding has rules beyond its fields' types: a null
+// where an object is wanted, fields that exclude each other.
+type checked interface{ check() error }
+
+// check applies v's own rules, if it has any.
+func check(v any) error {
+	if c, ok := v.(checked); ok {
+		if err := c.check(); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadJSON, err)
+		}
 	}
 	return nil
 }

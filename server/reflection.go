@@ -148,9 +148,7 @@ func (rf *reflection) runAction(w http.ResponseWriter, r *http.Request) {
 	body, err := readAll(w, r, 32<<20)
 	if err == nil {
 		// Genkit's tools add fields over time (telemetryLabels, runtimeId...).
-		if err = json.Unmarshal(body, &req); err != nil {
-			err = fmt.Errorf("%w: %v", ErrBadJSON, err)
-		}
+		err = decodeLenient(body, &req)
 	}
 	if err != nil {
 		status, e := classify(err)

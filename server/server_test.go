@@ -45,6 +45,9 @@ var testAgents = map[string]string{
 func testRegistry(g *gate) *agent.Registry {
 	r := agent.NewRegistry()
 	agent.DefineModel(r, "test/echo", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+		if len(req.Messages) == 0 {
+			return nil, fmt.Errorf("%w: no messages", agent.ErrInvalidInput)
+		}
 		last := req.Messages[len(req.Messages)-1]
 		if last.Role == abi.RoleTool {
 			out, _ := json.Marshal(last.ToolResponses()[0].Output)

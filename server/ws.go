@@ -140,11 +140,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		in, err := req.input()
-		if err != nil {
-			ws.fail(err)
-			continue
-		}
+		in := req.input()
 		cur, err := s.sessions.follow(r.Context(), l)
 		if err != nil {
 			ws.fail(err)
