@@ -16,6 +16,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
 )
 
 // Genkit's reflection API, version 1 (../shared/reference/genkit/reflectionApi.yaml and
@@ -36,6 +37,11 @@ type reflection struct {
 	reg     *agent.Registry
 	id      string
 	running sync.Map // trace ID -> context.CancelCauseFunc
+
+	// Of a tenant's: its deployment and quotas, which a session flow's run is
+	// admitted by as any turn of its is; nil for none.
+	tenant   *Tenant
+	sessions *sessions
 }
 
 // ReflectionHandler returns Genkit's reflection API over the deployment's registry.
@@ -49,7 +55,7 @@ func (s *Server) ReflectionHandler(runtimeID string) http.Handler {
 	}
 	byTenant := map[string]http.Handler{}
 	for id, t := range s.tenants {
-		byTenant[id] = reflectionMux(&reflection{reg: t.Deployment.Registry(), id: runtimeID})
+		byTenant[id] = reflectionMux(&reflection{reg: t.Deployment.Registry(), id: runtimeID, tenant: t, sessions: s.sessions})
 	}
 	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc := scopeOf(r)
@@ -119,6 +125,7 @@ const (
 	codeCancelled          = 1
 	codeInvalidArgument    = 3
 	codeNotFound           = 5
+	codeResourceExhausted  = 8
 	codeFailedPrecondition = 9
 	codeInternal           = 13
 	codeUnavailable        = 14
@@ -133,6 +140,8 @@ func reflectionError(err error, traceID string) map[string]any {
 		code = codeCancelled
 	case status == http.StatusNotFound:
 		code = codeNotFound
+	case status == http.StatusTooManyRequests:
+		code = codeResourceExhausted
 	case status == http.StatusConflict:
 		code = codeFailedPrecondition
 	case status == http.StatusServiceUnavailable:
@@ -196,11 +205,25 @@ func (rf *reflection) runAction(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
-// run runs the action a request names.
-func (rf *reflection) run(ctx context.Context, req runRequest, cb agent.ChunkCallback) (json.RawMessage, error) {
+// run runs the action a request names. A tenant's session flow runs as a turn of a
+// session of its: within its quotas of turns and sessions, holding its place until
+// the turn ends (detached, in the background).
+func (rf *reflection) run(ctx context.Context, req runRequest, cb agent.ChunkCallback) (out json.RawMessage, err error) {
 	a := rf.reg.Lookup(req.Key)
 	if a == nil {
 		return nil, fmt.Errorf("%w: action %q", agent.ErrNotFound, req.Key)
+	}
+	if q := rf.tenant.limiter(); q != nil && a.Desc().Type == agent.ActionTypeSessionFlow {
+		leave, err := q.OpenSession()
+		if err != nil {
+			return nil, err
+		}
+		defer leave()
+		done, err := q.StartTurn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { rf.endTurn(a.Desc().Name, out, done) }()
 	}
 	hasInit := len(req.Init) > 0 && string(req.Init) != "null"
 	if b, ok := a.(bidiRunnable); ok && hasInit {
@@ -214,6 +237,19 @@ func (rf *reflection) run(ctx context.Context, req runRequest, cb agent.ChunkCal
 		return nil, fmt.Errorf("%w: action %q does not run on its own (a %s runs inside a turn)", agent.ErrInvalidInput, req.Key, a.Desc().Type)
 	}
 	return run.RunJSON(ctx, req.Input, cb)
+}
+
+// endTurn gives the place of a tenant's turn, run by the session flow of the agent
+// named with the output out, back once the turn ends: when its run does, or, if it
+// detached, when its pending snapshot settles.
+func (rf *reflection) endTurn(name string, out json.RawMessage, done func()) {
+	var o session.AnyOutput
+	a, err := rf.tenant.Deployment.Agent(name)
+	if err != nil || json.Unmarshal(out, &o) != nil || o.FinishReason != session.FinishDetached || len(o.SnapshotIDs) == 0 {
+		done()
+		return
+	}
+	rf.sessions.endTurnAfter(a, o.SnapshotIDs[len(o.SnapshotIDs)-1], done)
 }
 
 // errActionCancelled is the cause with which cancelAction stops an action.

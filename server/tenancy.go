@@ -23,6 +23,14 @@ type Tenant struct {
 	Limiter *tenant.Limiter
 }
 
+// limiter returns the tenant's limiter, nil for none (or no tenant).
+func (t *Tenant) limiter() *tenant.Limiter {
+	if t == nil {
+		return nil
+	}
+	return t.Limiter
+}
+
 // ErrUnauthenticated: a multi-tenant server got a request without a valid API key.
 var ErrUnauthenticated = tenant.ErrUnauthenticated
 

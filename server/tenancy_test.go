@@ -34,6 +34,7 @@ const adminKey = "admin-0123456789abcdef0123456789abcdef"
 // turn a minute.
 type tenantServer struct {
 	*httptest.Server
+	srv      *server.Server
 	keys     *tenant.Keys
 	gates    map[string]*gate
 	key      map[string]string // a key of each tenant
@@ -141,6 +142,7 @@ func newTenantServerOf(t testing.TB, tenantsFile string) *tenantServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out.srv = srv
 	out.Server = httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		out.Close()
