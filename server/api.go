@@ -11,6 +11,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/deploy"
+	"github.com/terrarium-ai/terrarium/tenant"
 )
 
 // route is one route of the public API; the OpenAPI document's test reads them.
@@ -33,7 +34,7 @@ func (s *Server) apiRoutes() []route {
 		{"GET", "/api/agents/{agent}/sessions/{session}/snapshots", s.listSnapshots},
 		{"GET", "/api/agents/{agent}/snapshots/{snapshot}", s.getSnapshot},
 		{"POST", "/api/agents/{agent}/snapshots/{snapshot}/abort", s.abortSnapshot},
-		{"GET", "/api/agents/{agent}/connect", s.connect},
+		{"GET", wsRoute, s.connect},
 		{"GET", "/v1/models", s.openAIModels},
 		{"POST", "/v1/chat/completions", s.chatCompletions},
 		{"GET", "/healthz", s.healthz},
@@ -45,8 +46,12 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range s.apiRoutes() {
 		var h http.Handler = r.handler
-		if r.pattern != "/healthz" && r.pattern != "/readyz" {
-			h = s.authenticate(h)
+		switch r.pattern {
+		case "/healthz", "/readyz":
+		case wsRoute:
+			h = s.authenticate(h, webSocketKey)
+		default:
+			h = s.authenticate(h, tenant.Bearer)
 		}
 		mux.Handle(r.method+" "+r.pattern, h)
 	}

@@ -73,7 +73,7 @@ func FuzzDecodingEntries(f *testing.F) {
 		}
 		serve := func(h http.Handler, path string, body []byte) *httptest.ResponseRecorder {
 			t.Helper()
-			req := httptest.NewRequestWithContext(t.Context(), "POST", path, bytes.NewReader(body))
+			req := httptest.NewRequestWithContext(t.Context(), "POST", "http://localhost"+path, bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)

@@ -22,6 +22,7 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check := func(method, path, pattern, body string) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(t.Context(), method, ts.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := ts.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)

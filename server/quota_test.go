@@ -141,6 +141,7 @@ func TestTenantQueuedTurnClientLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+a)
+	req.Header.Set("Content-Type", "application/json")
 	left := make(chan error, 1)
 	go func() {
 		_, err := ts.Client().Do(req)

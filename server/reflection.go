@@ -17,6 +17,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/session"
+	"github.com/terrarium-ai/terrarium/tenant"
 )
 
 // Genkit's reflection API, version 1 (../shared/reference/genkit/reflectionApi.yaml and
@@ -51,20 +52,20 @@ type reflection struct {
 // sees its tenant's registry only.
 func (s *Server) ReflectionHandler(runtimeID string) http.Handler {
 	if s.tenants == nil {
-		return reflectionMux(&reflection{reg: s.dep.Registry(), id: runtimeID})
+		return s.guard(reflectionMux(&reflection{reg: s.dep.Registry(), id: runtimeID}))
 	}
 	byTenant := map[string]http.Handler{}
 	for id, t := range s.tenants {
 		byTenant[id] = reflectionMux(&reflection{reg: t.Deployment.Registry(), id: runtimeID, tenant: t, sessions: s.sessions})
 	}
-	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.guard(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc := scopeOf(r)
 		if len(sc.key.Agents) > 0 {
 			writeJSON(w, http.StatusForbidden, &abi.Error{Code: "forbidden", Message: "the reflection API needs a key not narrowed to agents"})
 			return
 		}
 		byTenant[sc.tenant].ServeHTTP(w, r)
-	}))
+	}), tenant.Bearer))
 }
 
 func reflectionMux(rf *reflection) http.Handler {
@@ -305,7 +306,8 @@ func WriteRuntimeFile(projectRoot, id, url string) (string, error) {
 	}
 	port := url[strings.LastIndex(url, ":")+1:]
 	path := filepath.Join(dir, fmt.Sprintf("%d-%s-%s.json", os.Getpid(), port, strings.ReplaceAll(now.Format(time.RFC3339), ":", "_")))
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	// Its reader's own: it names a port that runs any action of the deployment.
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		return "", fmt.Errorf("server: the runtime file: %w", err)
 	}
 	return path, nil

@@ -68,6 +68,7 @@ func testRegistry(g *gate) *agent.Registry {
 		return &abi.GenerateResponse{Message: abi.NewModelTextMessage(text), FinishReason: abi.FinishStop}, nil
 	})
 	agent.DefineModel(r, "test/form", nil, formModel)
+	agent.DefineModel(r, "test/flood", nil, floodModel)
 	if g != nil {
 		agent.DefineModel(r, "test/gate", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
 			g.started <- struct{}{}
@@ -81,6 +82,27 @@ func testRegistry(g *gate) *agent.Registry {
 	}
 	return r
 }
+
+// floodModel streams more than the socket buffers of a client with a small receive
+// buffer hold (floodChunks of 64 KiB), for tests of clients that stop reading.
+func floodModel(ctx context.Context, _ *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+	chunk := strings.Repeat("flood ", 64<<10/6)
+	for range floodChunks {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if cb != nil {
+			if err := cb(ctx, &abi.GenerateResponseChunk{Role: abi.RoleModel, Content: []*abi.Part{abi.NewTextPart(chunk)}}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &abi.GenerateResponse{Message: abi.NewModelTextMessage("flooded"), FinishReason: abi.FinishStop}, nil
+}
+
+// floodChunks is how many chunks floodModel streams: 8 MiB, twice what Linux lets a
+// server's socket buffer.
+const floodChunks = 128
 
 type testServer struct {
 	*httptest.Server
@@ -202,6 +224,7 @@ func (ts *testServer) streamTurn(t *testing.T, agent, session string, body any) 
 	data, _ := json.Marshal(body)
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", fmt.Sprintf("%s/api/agents/%s/sessions/%s/turns", ts.URL, agent, session), bytes.NewReader(data))
 	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -472,6 +472,18 @@ func (l *live) attach(delta int) {
 	l.mu.Unlock()
 }
 
+// tryAttach attaches a WebSocket connection to the session unless max hold it
+// already, and reports whether it did.
+func (l *live) tryAttach(max int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.attached >= max {
+		return false
+	}
+	l.attached++
+	return true
+}
+
 // closeIdle closes the sessions no turn ran on since before, that no WebSocket holds.
 // They stay kept (if their agent keeps sessions) and reopen on their next turn.
 func (s *sessions) closeIdle(before time.Time) {
@@ -491,27 +503,21 @@ func (s *sessions) closeIdle(before time.Time) {
 }
 
 // shutdown stops new turns, lets running ones finish until ctx ends (then cancels
-// them), and closes every open session, so their last snapshots are saved.
+// them), and closes every open session no turn runs on, so their last snapshots are
+// saved. A session whose turn was cancelled has nothing left to save (what the turn
+// changed is lost): it ends with its flow, unwaited for.
 func (s *sessions) shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		s.turns.Wait()
-		close(done)
-	}()
 	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if !waitFor(ctx, &s.turns) {
 		err = fmt.Errorf("server: running turns did not finish in time and were cancelled: %w", context.Cause(ctx))
 		s.mu.Lock()
 		for _, l := range s.open {
 			l.cancel(ErrShuttingDown)
 		}
 		s.mu.Unlock()
-		<-done
 	}
 	s.mu.Lock()
 	all := make([]*live, 0, len(s.open))
@@ -521,10 +527,7 @@ func (s *sessions) shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, l := range all {
-		wg.Go(func() {
-			s.remove(l)
-			l.close()
-		})
+		wg.Go(func() { s.closeSession(l) }) // ErrSessionBusy: a turn runs on it still
 	}
 	wg.Wait()
 	return err

@@ -131,6 +131,7 @@ func (s *served) stop(t *testing.T, sig os.Signal) error {
 func (s *served) call(t testing.TB, method, path, body string, out any) int {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), method, s.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +318,7 @@ func TestCurlReadsAnSSETurn(t *testing.T) {
 	curl := need(t, "curl")
 	s := sharedServe(t)
 	id := newSession(t, s, "assistant")
-	out, err := exec.Command(curl, "-sN", "-H", "Accept: text/event-stream", "-d", `{"text": "/call calculator/calc {\"expression\": \"6*7\"}"}`,
+	out, err := exec.Command(curl, "-sN", "-H", "Accept: text/event-stream", "-H", "Content-Type: application/json", "-d", `{"text": "/call calculator/calc {\"expression\": \"6*7\"}"}`,
 		s.url+"/api/agents/assistant/sessions/"+id+"/turns").Output()
 	if err != nil {
 		t.Fatal(err)
