@@ -165,8 +165,8 @@ func WithWebSocketsPerSession(n int) Option {
 func WithAllowedHosts(hosts ...string) Option {
 	return optionFunc(func(s *Server) error {
 		for _, h := range hosts {
-			if h == "" || strings.ContainsAny(h, "/ ") {
-				return fmt.Errorf("server: WithAllowedHosts: %q is not a host name", h)
+			if h == "" || strings.ContainsAny(h, "/ ,") {
+				return fmt.Errorf("server: WithAllowedHosts: %q is not a host name (give each host on its own)", h)
 			}
 			s.hosts = append(s.hosts, strings.ToLower(h))
 		}

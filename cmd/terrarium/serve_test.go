@@ -14,6 +14,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/terrarium-ai/terrarium/internal/testenv"
 )
@@ -259,6 +262,32 @@ func TestServeStopsGracefullyOnSIGTERM(t *testing.T) {
 	s = startServe(t, "-data", data, exampleDeployment)
 	if text := s.turnText(t, "assistant", id, "after"); text != "echo: after" {
 		t.Errorf("after a restart: %q", text)
+	}
+}
+
+// A client holding a WebSocket open, with nothing running on it, does not keep SIGTERM
+// from ending the process: the socket is closed, and the process exits by its
+// -shutdown-timeout.
+func TestServeStopsByItsShutdownTimeout(t *testing.T) {
+	s := startServe(t, "-data", t.TempDir(), "-shutdown-timeout", "1s", exampleDeployment)
+	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(s.url, "http")+"/api/agents/assistant/connect", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if _, _, err := c.Read(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v\n%s", err, s.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("terrarium serve -shutdown-timeout 1s still runs 30s after SIGTERM, with a WebSocket open:\n%s", s.stderr)
 	}
 }
 
