@@ -494,8 +494,9 @@ func screenshot(t *testing.T, name string) string {
 	return filepath.Join(dir, name)
 }
 
-// TestWebPageInChromium drives the page in a headless Chromium: a streamed answer and
-// an interrupt answered in the page. The screenshot lands in $TERRARIUM_SCREENSHOTS,
+// TestWebPageInChromium drives the page in a headless Chromium: a streamed answer, an
+// interrupt answered in the page, and a message after its socket closed (as the
+// server closes an idle one), all within its Content-Security-Policy. The screenshot lands in $TERRARIUM_SCREENSHOTS,
 // or the test's temporary directory.
 func TestWebPageInChromium(t *testing.T) {
 	dir := clients(t)
@@ -509,7 +510,7 @@ func TestWebPageInChromium(t *testing.T) {
 		Errors    []string
 	}
 	node(t, dir, "page.mjs", &got, s.url+"/", shot, chromium)
-	if got.Answer != "echo: hello page" || got.Snapshots != 3 || len(got.Errors) != 0 {
+	if got.Answer != "echo: hello page" || got.Snapshots != 4 || len(got.Errors) != 0 {
 		t.Errorf("page: %+v", got)
 	}
 	if info, err := os.Stat(shot); err != nil || info.Size() == 0 {
