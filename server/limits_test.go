@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,11 +20,13 @@ import (
 	"github.com/terrarium-ai/terrarium/server"
 )
 
-// limitAgents are the agents of the tests of slow and silent peers: gate holds a turn
-// running, flood streams more than socket buffers hold.
+// limitAgents are the agents of the tests of slow and silent peers and of failures:
+// gate holds a turn running, flood streams more than socket buffers hold, unencodable
+// streams a chunk the server panics encoding.
 var limitAgents = map[string]string{
-	"gate.yaml":  "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
-	"flood.yaml": "name: flood\nmodel: {name: test/flood}\nsnapshots: {store: memory}\n",
+	"gate.yaml":        "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
+	"flood.yaml":       "name: flood\nmodel: {name: test/flood}\nsnapshots: {store: memory}\n",
+	"unencodable.yaml": "name: unencodable\nmodel: {name: test/unencodable}\nsnapshots: {store: memory}\n",
 }
 
 // shortTimeouts are timeouts a test sees pass.
@@ -40,6 +44,7 @@ func newLimitServer(t *testing.T, opts ...server.Option) *testServer {
 	ts := newServerOf(t, limitAgents, nil, append([]server.Option{server.WithTimeouts(shortTimeouts)}, opts...)...)
 	hs := httptest.NewUnstartedServer(ts.srv.Handler())
 	hs.Config = ts.srv.HTTPServer(ts.srv.Handler())
+	hs.Config.ErrorLog = log.New(io.Discard, "", 0) // net/http's report of a handler's panic
 	hs.Start()
 	t.Cleanup(hs.Close)
 	ts.Server = hs
@@ -240,5 +245,51 @@ func TestShutdownEndsByItsDeadline(t *testing.T) {
 	defer rcancel()
 	if _, _, err := idle.c.Read(rctx); websocket.CloseStatus(err) != websocket.StatusGoingAway && !strings.Contains(fmt.Sprint(err), "EOF") {
 		t.Errorf("an idle WebSocket at shutdown: %v, want it closed", err)
+	}
+}
+
+// A panic in the server's goroutine serving a turn (here, encoding a chunk for its
+// client) ends that connection only: it is logged once, with its stack, the session
+// and its turn's place are free again, and the server serves on.
+func TestPanicServingATurnEndsItsConnectionOnly(t *testing.T) {
+	var logs syncBuffer
+	ts := newLimitServer(t, server.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+
+	w := dialWS(t, ts, "unencodable", "")
+	w.send(t, map[string]any{"text": "hi"})
+	ctx, cancel := context.WithTimeout(t.Context(), bound)
+	defer cancel()
+	for {
+		_, _, err := w.c.Read(ctx)
+		if err == nil {
+			continue
+		}
+		if websocket.CloseStatus(err) != websocket.StatusInternalError {
+			t.Fatalf("the socket whose turn panicked: %v, want it closed with an internal error", err)
+		}
+		break
+	}
+	if n := strings.Count(logs.String(), "panic running a turn on a WebSocket"); n != 1 || !strings.Contains(logs.String(), "goroutine") {
+		t.Errorf("the panic was logged %d times, want once with its stack:\n%s", n, logs.String())
+	}
+	waitIdle(t, ts, "unencodable", w.sessionID, "the session whose turn panicked")
+
+	// Over HTTP, net/http's goroutine panics: the session is freed all the same.
+	id := ts.newSession(t, "unencodable", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/api/agents/unencodable/sessions/"+id+"/turns", strings.NewReader(`{"text": "hi"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if resp, err := ts.Client().Do(req); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	waitIdle(t, ts, "unencodable", id, "the session whose turn panicked over HTTP")
+
+	// The server serves on, the sessions too.
+	other := dialWS(t, ts, "gate", "")
+	other.send(t, map[string]any{"text": "still here"})
+	<-ts.gate.started
+	ts.gate.release <- struct{}{}
+	for m := other.next(t); m.Chunk == nil || !m.Chunk.EndTurn; m = other.next(t) {
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
@@ -69,6 +70,7 @@ func testRegistry(g *gate) *agent.Registry {
 	})
 	agent.DefineModel(r, "test/form", nil, formModel)
 	agent.DefineModel(r, "test/flood", nil, floodModel)
+	agent.DefineModel(r, "test/unencodable", nil, unencodableModel)
 	if g != nil {
 		agent.DefineModel(r, "test/gate", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
 			g.started <- struct{}{}
@@ -98,6 +100,22 @@ func floodModel(ctx context.Context, _ *abi.GenerateRequest, cb agent.ModelStrea
 		}
 	}
 	return &abi.GenerateResponse{Message: abi.NewModelTextMessage("flooded"), FinishReason: abi.FinishStop}, nil
+}
+
+// unencodable panics when encoded, as a bug in an encoder of the server's would.
+type unencodable struct{}
+
+func (unencodable) MarshalJSON() ([]byte, error) { panic("unencodable") }
+
+// unencodableModel streams a chunk the server panics encoding, in the goroutine that
+// writes it to its client.
+func unencodableModel(ctx context.Context, _ *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+	if cb != nil {
+		if err := cb(ctx, &abi.GenerateResponseChunk{Role: abi.RoleModel, Content: []*abi.Part{abi.NewTextPart("x")}, Custom: unencodable{}}); err != nil {
+			return nil, err
+		}
+	}
+	return &abi.GenerateResponse{Message: abi.NewModelTextMessage("done"), FinishReason: abi.FinishStop}, nil
 }
 
 // floodChunks is how many chunks floodModel streams: 8 MiB, twice what Linux lets a
@@ -150,7 +168,11 @@ func newServerOf(t testing.TB, agents map[string]string, depOpts []deploy.Option
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		ts.Close()
-		srv.Shutdown(context.Background())
+		// Bounded, so that a turn a broken server never ends fails its test rather
+		// than hanging the package.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		srv.Shutdown(ctx)
 		d.Close(context.Background())
 	})
 	return &testServer{Server: ts, srv: srv, dep: d, gate: g}
