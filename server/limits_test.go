@@ -243,8 +243,8 @@ func TestShutdownEndsByItsDeadline(t *testing.T) {
 	}
 	rctx, rcancel := context.WithTimeout(t.Context(), bound)
 	defer rcancel()
-	if _, _, err := idle.c.Read(rctx); websocket.CloseStatus(err) != websocket.StatusGoingAway && !strings.Contains(fmt.Sprint(err), "EOF") {
-		t.Errorf("an idle WebSocket at shutdown: %v, want it closed", err)
+	if _, _, err := idle.c.Read(rctx); websocket.CloseStatus(err) != server.StatusReconnect && !strings.Contains(fmt.Sprint(err), "EOF") {
+		t.Errorf("an idle WebSocket at shutdown: %v, want it closed with 1012, to reconnect", err)
 	}
 }
 

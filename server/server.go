@@ -92,7 +92,11 @@ type Server struct {
 	draining atomic.Bool
 	sockets  sync.WaitGroup // WebSocket connections being served
 	socksMu  sync.Mutex
-	socks    map[*wsConn]struct{} // the WebSockets open, which Shutdown closes
+	socks    map[*wsConn]struct{} // the WebSockets open, which Shutdown cuts past its deadline
+	// drainCtx ends as the server starts draining (drained), which closes its
+	// WebSockets.
+	drainCtx context.Context
+	drained  context.CancelFunc
 }
 
 // Option configures New.
@@ -218,6 +222,7 @@ func New(d *deploy.Deployment, opts ...Option) (*Server, error) {
 	}
 	base, stop := context.WithCancel(context.Background())
 	s.stop = stop
+	s.drainCtx, s.drained = context.WithCancel(base)
 	s.sessions = newSessions(base, s.metrics, s.log)
 	for _, t := range s.tenants {
 		if t.Limiter == nil {
@@ -264,22 +269,24 @@ func (s *Server) closeIdle(ctx context.Context) {
 }
 
 // Shutdown stops the server gracefully: /readyz fails and new turns are refused
-// (503), WebSockets without a running turn close, running turns finish until ctx
-// ends, WebSockets close after their turn, and every open session no turn runs on is
-// closed, saving its last snapshot. Once ctx ends nothing waits any more: running
-// turns are cancelled (what they changed since their session's last snapshot is
-// lost), WebSockets closed at once, and Shutdown returns. Stop the HTTP servers first
-// (http.Server.Shutdown, then Close past the same deadline) so no new request arrives
-// and no stream outlives it, and close the deployment after, which makes the
-// snapshots durable.
+// (503), running turns finish until ctx ends (then they are cancelled), WebSockets
+// close at once if no turn runs on them and after their turn otherwise, every open
+// session is closed, saving its last snapshot, and the turns detached in this process
+// (by their clients, or by Drain) may settle until ctx ends (then they are aborted).
+// Once ctx ends nothing waits any more: running turns are cancelled (what they
+// changed since their session's last snapshot is lost), WebSockets are cut, and
+// Shutdown returns. Drain first to let turns finish while the HTTP servers still
+// answer; stop the HTTP servers (http.Server.Shutdown, then Close past the same
+// deadline) so no new request arrives and no stream outlives it, and close the
+// deployment after, which makes the snapshots durable.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.draining.Store(true)
-	s.eachSocket((*wsConn).drain)
+	s.startDrain()
 	err := s.sessions.shutdown(ctx)
 	if ctx.Err() != nil {
 		s.eachSocket(func(ws *wsConn) { ws.c.CloseNow() })
 	}
 	waitFor(ctx, &s.sockets)
+	err = errors.Join(err, s.sessions.settleDetached(ctx))
 	s.stop()
 	<-s.janitor
 	return err

@@ -10,7 +10,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -164,12 +163,6 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ws.heard()
-		if s.draining.Load() {
-			ws.fail(ErrShuttingDown)
-			turns.Wait()
-			c.Close(websocket.StatusGoingAway, "the server is shutting down")
-			return
-		}
 		if s.keys != nil {
 			// A key revoked since the handshake runs no more turns.
 			if _, err := s.keys.Authenticate(key); err != nil {
@@ -204,15 +197,21 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 			ws.fail(err)
 			continue
 		}
+		if !ws.startTurn() {
+			done()
+			ws.fail(ErrShuttingDown)
+			return // the drain closes the socket
+		}
 		if err := s.sessions.claim(l, done); err != nil {
 			ws.fail(err)
+			if ws.endTurn() {
+				return
+			}
 			continue
 		}
-		ws.turnStarted()
 		turns.Add(1)
 		go func(l *live) {
 			defer turns.Done()
-			defer ws.turnEnded()
 			defer ws.recover(s.log, "running a turn on a WebSocket", "agent", a.Name, "session", l.id)
 			ended, err := s.sessions.run(l, in, func(c *session.AnyChunk) error {
 				return ws.send(WSMessage{Type: "chunk", Chunk: c})
@@ -223,6 +222,9 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 				ws.fail(err)
 			}
 			switch {
+			case ws.endTurn():
+				// The server drains: the socket closed, telling the client to
+				// reconnect, which the load balancer sends to another host.
 			case ended && errors.Is(err, session.ErrConflict):
 				// Another host continued the session first: the socket stays, and its
 				// next turn follows the session from the store's head.
@@ -235,28 +237,32 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 }
 
 // wsConn is a WebSocket being served: its messages are written one at a time, each
-// within the write timeout, and it is closed once idle.
+// within the write timeout; it is closed once idle, and when the server drains, at
+// once if no turn runs on it, else as soon as its turn has ended, so that the client
+// has the turn's last chunk first.
 type wsConn struct {
-	c        *websocket.Conn
-	ctx      context.Context // the socket's: ends when it is closed
-	cancel   context.CancelFunc
-	write    time.Duration
-	idle     time.Duration
-	draining *atomic.Bool // the server's
-	mu       sync.Mutex   // one write at a time
+	c      *websocket.Conn
+	ctx    context.Context // the socket's: ends when it is closed
+	cancel context.CancelFunc
+	write  time.Duration
+	idle   time.Duration
+	mu     sync.Mutex  // one write at a time
+	unhook func() bool // stops the drain's call of drain
 
-	stateMu sync.Mutex
-	running bool        // a turn runs on it
-	timer   *time.Timer // closes it once idle
+	stateMu           sync.Mutex
+	running, draining bool        // a turn runs on it; the server drains
+	timer             *time.Timer // closes it once idle
 }
 
-// openSocket registers a WebSocket just accepted, which Shutdown closes.
+// openSocket registers a WebSocket just accepted, which the drain closes and Shutdown
+// cuts past its deadline.
 func (s *Server) openSocket(ctx context.Context, c *websocket.Conn) *wsConn {
 	ctx, cancel := context.WithCancel(ctx)
-	ws := &wsConn{c: c, ctx: ctx, cancel: cancel, write: s.timeouts.Write, idle: s.timeouts.WebSocketIdle, draining: &s.draining}
+	ws := &wsConn{c: c, ctx: ctx, cancel: cancel, write: s.timeouts.Write, idle: s.timeouts.WebSocketIdle}
 	ws.timer = time.AfterFunc(ws.idle, func() {
 		c.Close(websocket.StatusGoingAway, fmt.Sprintf("idle for %v", ws.idle))
 	})
+	ws.unhook = context.AfterFunc(s.drainCtx, ws.drain)
 	s.socksMu.Lock()
 	s.socks[ws] = struct{}{}
 	s.socksMu.Unlock()
@@ -268,6 +274,7 @@ func (s *Server) closeSocket(ws *wsConn) {
 	s.socksMu.Lock()
 	delete(s.socks, ws)
 	s.socksMu.Unlock()
+	ws.unhook()
 	ws.timer.Stop()
 	ws.cancel()
 	ws.c.CloseNow()
@@ -296,34 +303,48 @@ func (w *wsConn) heard() {
 	}
 }
 
-// turnStarted notes that a turn runs on the socket: it is not idle until it ends.
-func (w *wsConn) turnStarted() {
+// startTurn marks a turn running on the socket (it is not idle until it ends), or
+// reports false when the server drains: the socket is closing, and the turn must not
+// start.
+func (w *wsConn) startTurn() bool {
 	w.stateMu.Lock()
 	defer w.stateMu.Unlock()
+	if w.draining {
+		return false
+	}
 	w.running = true
 	w.timer.Stop()
+	return true
 }
 
-// turnEnded notes that the socket's turn ended: it closes if the server is shutting
-// down, and once idle otherwise.
-func (w *wsConn) turnEnded() {
+// endTurn marks the socket's turn ended, and closes the socket if the server drains;
+// it reports whether it did.
+func (w *wsConn) endTurn() bool {
 	w.stateMu.Lock()
 	w.running = false
 	w.timer.Reset(w.idle)
+	closing := w.draining
 	w.stateMu.Unlock()
-	if w.draining.Load() {
-		w.c.Close(websocket.StatusGoingAway, "the server is shutting down")
+	if closing {
+		w.reconnect()
+	}
+	return closing
+}
+
+// drain is called as the server starts draining.
+func (w *wsConn) drain() {
+	w.stateMu.Lock()
+	w.draining = true
+	idle := !w.running
+	w.stateMu.Unlock()
+	if idle {
+		w.reconnect()
 	}
 }
 
-// drain closes the socket if no turn runs on it; one running closes as it ends.
-func (w *wsConn) drain() {
-	w.stateMu.Lock()
-	running := w.running
-	w.stateMu.Unlock()
-	if !running {
-		go w.c.Close(websocket.StatusGoingAway, "the server is shutting down")
-	}
+// reconnect closes the socket telling its client to reconnect.
+func (w *wsConn) reconnect() {
+	w.c.Close(StatusReconnect, "the server is draining: reconnect and go on with the session")
 }
 
 func (w *wsConn) send(m WSMessage) error {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/deploy"
-	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/server"
 )
 
@@ -30,8 +29,10 @@ type serveFlags struct {
 	timeouts          server.Timeouts
 	perSession        int
 	allowedHosts      multiFlag
+	drain             time.Duration
 	tenants           string
 	trusted           trustedKeys
+	oci               ociFlags
 }
 
 func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -46,7 +47,8 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&f.genkitDir, "genkit-dir", ".", "with -dev, the project directory whose .genkit/runtimes Genkit's tools read")
 	fs.Int64Var(&f.maxBody, "max-body", server.DefaultMaxBodyBytes, "the largest request body accepted, in bytes")
 	fs.DurationVar(&f.idle, "idle", server.DefaultIdleTimeout, "close sessions idle this long (kept sessions reopen on their next turn)")
-	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, let running turns finish this long before cancelling them and exiting")
+	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, the longest the shutdown may take: turns detached by the drain may settle until then, and are aborted after")
+	fs.DurationVar(&f.drain, "drain-timeout", 20*time.Second, "on SIGTERM, how long running turns may finish, refusing new ones, before those still running are detached (at most -shutdown-timeout)")
 	d := server.DefaultTimeouts
 	fs.DurationVar(&f.timeouts.ReadHeader, "read-header-timeout", d.ReadHeader, "the longest a client may take to send a request's headers")
 	fs.DurationVar(&f.timeouts.Read, "read-timeout", d.Read, "the longest a client may take to send a whole request, body included")
@@ -55,7 +57,8 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.DurationVar(&f.timeouts.WebSocketIdle, "websocket-idle-timeout", d.WebSocketIdle, "close WebSockets on which nothing happened this long")
 	fs.IntVar(&f.perSession, "websockets-per-session", server.DefaultWebSocketsPerSession, "the most WebSockets holding one session")
 	fs.Var(&f.allowedHosts, "allowed-hosts", "without -tenants, also answer requests naming this `host` (besides loopback names and IP addresses), e.g. chat.example.org (repeatable)")
-	fs.Var(&f.trusted, "trusted-key", "load only plugins signed by this key: ed25519:<base64> or a .pub file (repeatable)")
+	fs.Var(&f.trusted, "trusted-key", "load only plugin files signed by this key (terrarium plugin sign): ed25519:<base64> or a .pub file (repeatable);\nregistry plugins are then checked with --cosign-key or --certificate-identity")
+	f.oci.register(fs, true)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: terrarium serve [flags] [dir]\n\nServes the agents defined by the agent files (*.yaml) in dir (default .).")
 		fs.PrintDefaults()
@@ -112,8 +115,16 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 		server.WithMaxBodyBytes(f.maxBody), server.WithIdleTimeout(f.idle), server.WithTimeouts(f.timeouts),
 		server.WithWebSocketsPerSession(f.perSession), server.WithAllowedHosts(f.allowedHosts...)}
 	if f.tenants == "" {
+		puller, err := f.oci.puller(log, false)
+		if err != nil {
+			return err
+		}
+		policy, err := f.oci.verifier("terrarium serve")
+		if err != nil {
+			return err
+		}
 		dopts := []deploy.Option{deploy.WithDataDir(f.data), deploy.WithLogger(log), deploy.WithMeterProvider(mp),
-			deploy.WithHostOptions(host.WithTrustedKeys(f.trusted...))}
+			deploy.WithTrustedKeys(f.trusted...), deploy.WithPuller(puller), deploy.WithSignaturePolicy(policy)}
 		if f.store != "" {
 			dopts = append(dopts, deploy.WithPostgres(f.store))
 		}
@@ -174,6 +185,7 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 			names = append(names, a.Name)
 		}
 	}
+	log.Info("serving", "addr", ln.Addr().String(), "agents", len(names))
 	fmt.Fprintf(stdout, "serving %d agents (%s) on %s\n", len(names), strings.Join(names, ", "), url)
 	fmt.Fprintf(stdout, "open %s/ to chat, or run: terrarium chat %s\n", url, url)
 
@@ -182,9 +194,16 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 	case err := <-errc:
 		return err
 	}
-	fmt.Fprintln(stderr, "shutting down: finishing running turns")
+	// Drain while the listeners still answer: a load balancer's probe learns the host
+	// is not ready, and a request that reaches it anyway is refused with a Retry-After
+	// rather than a connection refused.
+	log.Info("stopping: draining", "drain-timeout", f.drain, "shutdown-timeout", f.shutdown)
 	sctx, cancel := context.WithTimeout(context.Background(), f.shutdown)
 	defer cancel()
+	dctx, dcancel := context.WithTimeout(sctx, f.drain)
+	srv.Drain(dctx)
+	dcancel()
+	log.Info("stopping: closing the listeners and the sessions")
 	done := make(chan error, len(servers))
 	for _, s := range servers {
 		go func() { done <- s.Shutdown(sctx) }()
@@ -199,7 +218,9 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 		s.Close()
 	}
 	if err := errors.Join(errs...); err != nil {
-		fmt.Fprintf(stderr, "shutdown: %v\n", err)
+		log.Warn("stopped, not cleanly", "error", err)
+	} else {
+		log.Info("stopped")
 	}
 	return nil
 }
