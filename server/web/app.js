@@ -440,9 +440,15 @@ function ago(iso) {
   return new Date(iso).toLocaleDateString();
 }
 
+// The lists are refreshed as turns end and sockets open, which may overlap: each is
+// replaced whole, by its latest refresh only.
+const refreshes = { sessions: 0, snapshots: 0 };
+
 async function refreshSessions() {
-  const list = $("#sessions");
+  const seq = ++refreshes.sessions;
   const { sessions } = await api("GET", agentPath("sessions"));
+  if (seq !== refreshes.sessions) return;
+  const list = $("#sessions");
   list.replaceChildren();
   for (const s of sessions) {
     const li = el("li", s.sessionId === state.sessionId ? "current" : "");
@@ -462,6 +468,7 @@ async function refreshSessions() {
 }
 
 async function refreshSnapshots() {
+  const seq = ++refreshes.snapshots;
   const list = $("#snapshots");
   // A new session has none until its first turn ends: asking would be a 404.
   if (!state.sessionId || !state.head || state.agent.stateManagement !== "server") {
@@ -469,6 +476,7 @@ async function refreshSnapshots() {
     return;
   }
   const { snapshots } = await api("GET", agentPath("sessions", state.sessionId, "snapshots"));
+  if (seq !== refreshes.snapshots) return;
   list.replaceChildren();
   for (const s of snapshots) {
     const li = el("li", s.status === "failed" ? "failed" : "");
