@@ -30,7 +30,8 @@ type SnapshotResolver interface {
 	// id, given by at least MinSnapshotIDPrefix hex digits (either case), among the
 	// session's snapshots when sessionID is not "", else among all the store's. No
 	// match, or an id that is neither, is an error wrapping ErrSnapshotNotFound; more
-	// than one match, ErrSnapshotAmbiguous.
+	// than one match, ErrSnapshotAmbiguous; an id or sessionID longer than
+	// store.MaxNameLen, store.ErrInvalid.
 	ResolveSnapshotID(ctx context.Context, sessionID, id string) (string, error)
 }
 
@@ -38,6 +39,12 @@ var _ SnapshotResolver = (*snapshotStore[any])(nil)
 
 // ResolveSnapshotID implements SnapshotResolver.
 func (s *snapshotStore[State]) ResolveSnapshotID(ctx context.Context, sessionID, id string) (string, error) {
+	for _, name := range []string{id, sessionID} {
+		if len(name) > store.MaxNameLen {
+			// Too long to be anything a store keeps: invalid, as the stores say.
+			return "", fmt.Errorf("session: finding snapshot: %w", store.CheckNames(name))
+		}
+	}
 	prefix := strings.ToLower(id)
 	if !isHex(prefix) || len(prefix) < MinSnapshotIDPrefix || len(prefix) > snapshotIDLen {
 		return "", fmt.Errorf("session: %w: %q: give a snapshot's ID, or at least its first %d hex digits", ErrSnapshotNotFound, id, MinSnapshotIDPrefix)

@@ -62,6 +62,8 @@ func TestResolveSnapshotID(t *testing.T) {
 		{"", a + "0", "", session.ErrSnapshotNotFound},
 		{"", "not-an-id", "", session.ErrSnapshotNotFound},
 		{"", "", "", session.ErrSnapshotNotFound},
+		{"", strings.Repeat("x", store.MaxNameLen+1), "", store.ErrInvalid},
+		{strings.Repeat("s", store.MaxNameLen+1), a[:8], "", store.ErrInvalid},
 	} {
 		got, err := r.ResolveSnapshotID(ctx, c.session, c.id)
 		if got != c.want || !errors.Is(err, c.err) || (c.err == nil) != (err == nil) {
