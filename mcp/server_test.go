@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -150,10 +151,10 @@ func TestServerToolsAndResults(t *testing.T) {
 // error are tool execution errors the model reads (isError, the error in _meta too),
 // an unknown tool is a protocol error.
 func TestServerErrors(t *testing.T) {
-	ran := false
+	ran := 0
 	cs := connect(t, []agent.Tool{
 		agent.NewTool("math/add", "Adds.", func(ctx context.Context, in addIn) (addOut, error) {
-			ran = true
+			ran++
 			return add(ctx, in)
 		}),
 		agent.NewTool("lookup", "Fails.", func(_ context.Context, in struct {
@@ -163,6 +164,12 @@ func TestServerErrors(t *testing.T) {
 		}),
 		agent.NewTool("broken", "Fails without a code.", func(context.Context, struct{}) (string, error) {
 			return "", errors.New("disk on fire")
+		}),
+		agent.NewTool("bomb", "Panics.", func(context.Context, struct{}) (string, error) {
+			panic("a bug in the tool")
+		}),
+		agent.NewTool("slow", "Times out.", func(context.Context, struct{}) (string, error) {
+			return "", fmt.Errorf("plugin slow: timed out after 1s (%w)", context.DeadlineExceeded)
 		}),
 	})
 
@@ -176,7 +183,17 @@ func TestServerErrors(t *testing.T) {
 		{"math_add", map[string]any{"a": 1, "b": 2, "c": 3}, abi.CodeInvalidInput, "additional"},
 		{"lookup", map[string]any{"key": "x"}, abi.CodeNotFound, `not_found: no entry "x"`},
 		{"broken", nil, abi.CodeInternal, "disk on fire"},
+		// A panic is the call's error, not the server's end: the next call runs.
+		{"bomb", nil, abi.CodeInternal, "a bug in the tool"},
+		{"slow", nil, abi.CodeLimitExceeded, "timed out"},
+		{"math_add", map[string]any{"a": 1, "b": 2}, "", ""},
 	} {
+		if c.code == "" {
+			if res := call(t, cs, c.tool, c.args); res.IsError {
+				t.Errorf("%s after the failures: %s", c.tool, text(res))
+			}
+			continue
+		}
 		res := call(t, cs, c.tool, c.args)
 		if !res.IsError || !strings.Contains(text(res), c.contains) {
 			t.Errorf("%s(%v): isError %v, text %q, want an error containing %q", c.tool, c.args, res.IsError, text(res), c.contains)
@@ -187,8 +204,8 @@ func TestServerErrors(t *testing.T) {
 			t.Errorf("%s(%v): _meta %s = %s, want an error with code %s", c.tool, c.args, mcp.ErrorMetaKey, b, c.code)
 		}
 	}
-	if ran {
-		t.Error("math/add ran with input its schema refuses")
+	if ran != 1 {
+		t.Errorf("math/add ran %d times, want once: never with input its schema refuses, and after the failures", ran)
 	}
 
 	_, err := cs.CallTool(t.Context(), &mcpsdk.CallToolParams{Name: "nope"})
