@@ -95,7 +95,8 @@ func (a *anyConnection[Stream, State]) Output() (*AnyOutput, error) {
 	if err != nil || out == nil {
 		return nil, err
 	}
-	res := &AnyOutput{SessionID: out.SessionID, SnapshotIDs: out.SnapshotIDs, FinishReason: out.FinishReason}
+	res := &AnyOutput{SessionID: out.SessionID, SnapshotID: out.SnapshotID, SnapshotIDs: out.SnapshotIDs, Message: out.Message,
+		Artifacts: out.Artifacts, FinishReason: out.FinishReason, Error: out.Error}
 	if out.State != nil {
 		if res.State, err = anyState(out.State); err != nil {
 			return nil, err

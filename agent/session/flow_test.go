@@ -133,7 +133,7 @@ func TestSessionFlowChatWithSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.State.Messages) != 4 || out.SessionID == "" {
+	if len(stateOf(t, snaps, out).Messages) != 4 || out.SessionID == "" || out.SnapshotID != snap2 {
 		t.Fatalf("output = %+v", out)
 	}
 	// The invocation-end snapshot is skipped: nothing changed since the last turn end.
@@ -181,7 +181,7 @@ func TestSessionFlowResumeAndBranch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.SessionID != first.SessionID || len(out.State.Messages) != 4 {
+		if out.SessionID != first.SessionID || len(stateOf(t, snaps, out).Messages) != 4 {
 			t.Errorf("resumed output = %s", mustJSON(t, out))
 		}
 		children = append(children, id)
@@ -213,7 +213,7 @@ func TestSessionFlowResumeAndBranch(t *testing.T) {
 	c.Close()
 	out, _ := c.Output()
 	texts := []string{}
-	for _, m := range out.State.Messages {
+	for _, m := range stateOf(t, snaps, out).Messages {
 		texts = append(texts, m.Text())
 	}
 	if want := []string{"one", "echo: one", "two-b", "echo: two-b", "three", "echo: three"}; !slices.Equal(texts, want) {
@@ -227,7 +227,7 @@ func TestSessionFlowResumeAndBranch(t *testing.T) {
 	c, _ = flow.StreamBidi(ctx, session.WithSessionID[ChatState]("user-123"))
 	turn(t, c, "hi")
 	c.Close()
-	if out, _ := c.Output(); out.SessionID != "user-123" || len(out.State.Messages) != 2 {
+	if out, _ := c.Output(); out.SessionID != "user-123" || len(stateOf(t, snaps, out).Messages) != 2 {
 		t.Errorf("new session by ID = %s", mustJSON(t, out))
 	}
 }
@@ -408,11 +408,12 @@ func TestResponderArtifactsAndSessionThroughTools(t *testing.T) {
 	if !slices.Equal(kinds, []string{"notes.md", "notes.md", "other.txt"}) {
 		t.Errorf("streamed artifacts = %v", kinds)
 	}
-	arts := out.State.Artifacts
+	// The output carries the artifacts, not the state: the store keeps it.
+	arts := out.Artifacts
 	if len(arts) != 2 || arts[0].Name != "notes.md" || arts[0].Parts[0].Text != "v2" || arts[1].Name != "other.txt" {
-		t.Errorf("artifacts in state = %s", mustJSON(t, arts))
+		t.Errorf("artifacts in the output = %s", mustJSON(t, arts))
 	}
-	topics := out.State.Custom.Topics
+	topics := stateOf(t, snaps, out).Custom.Topics
 	slices.Sort(topics)
 	if !slices.Equal(topics, []string{"go", "wasm"}) {
 		t.Errorf("topics = %v", topics)

@@ -210,7 +210,6 @@ func TestDetachedTurnStreamsNoCustomPatch(t *testing.T) {
 		}
 	}
 	conn.Detach(&session.SessionFlowInput{Messages: say("two").Messages})
-	var pending string
 	for c, err := range conn.Receive() {
 		if err != nil {
 			t.Fatal(err)
@@ -218,11 +217,12 @@ func TestDetachedTurnStreamsNoCustomPatch(t *testing.T) {
 		if c.CustomPatch != nil {
 			t.Errorf("a detached turn streamed a patch: %s", c.CustomPatch)
 		}
-		if c.SnapshotCreated != "" {
-			pending = c.SnapshotCreated
-		}
 	}
-	settled, err := flow.Wait(context.Background(), pending)
+	out, err := conn.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled, err := flow.Wait(context.Background(), out.SnapshotID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,8 +56,15 @@ type SnapshotStore[State any] interface {
 	// turn (branches) in the order they were saved.
 	ListSnapshots(ctx context.Context, sessionID string) ([]*SessionSnapshot[State], error)
 	// LatestSnapshot returns the session's most recently saved snapshot, or an error
-	// wrapping ErrSnapshotNotFound.
+	// wrapping ErrSnapshotNotFound: the session's head, which a connection resuming the
+	// session by its ID continues (after a branch, the branch's last snapshot).
 	LatestSnapshot(ctx context.Context, sessionID string) (*SessionSnapshot[State], error)
+	// SettleSnapshot settles the pending snapshot snap.SnapshotID under its own ID:
+	// from then on it reads with snap's Status (completed, failed or aborted),
+	// FinishReason, Error, State and UpdatedAt (now, when zero); its other fields are
+	// the pending snapshot's. A snapshot settles once: a second settle is an error
+	// wrapping ErrConflict; an unknown one, ErrSnapshotNotFound.
+	SettleSnapshot(ctx context.Context, snap *SessionSnapshot[State]) error
 }
 
 // The errors of sessions and snapshots, for errors.Is. A server maps them to stable
