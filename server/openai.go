@@ -128,33 +128,64 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 
 	c := &completion{id: "chatcmpl-" + rand.Text(), created: time.Now().Unix(), model: a.Name}
 	var events *sseWriter
+	// The stream opens with the first text, so that a turn failing before it answers
+	// with an error status.
+	open := func() error {
+		if events != nil || !req.Stream {
+			return nil
+		}
+		events = newSSE(w)
+		return events.send("", c.chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	}
 	first := true
-	err = s.sessions.turn(l, done, &session.SessionFlowInput{Messages: []*abi.Message{input}}, func(ch *session.AnyChunk) error {
+	var end *session.AnyChunk
+	_, err = s.sessions.turn(l, done, &session.SessionFlowInput{Messages: []*abi.Message{input}}, func(ch *session.AnyChunk) error {
 		if first {
 			first = false
-			if ch.Error != nil {
+			if ch.Error != nil && !ch.EndTurn {
 				return ch.Error
-			}
-			if req.Stream {
-				events = newSSE(w)
-				if err := events.send("", c.chunk(map[string]any{"role": "assistant", "content": ""}, nil)); err != nil {
-					return err
-				}
 			}
 		}
 		if ch.EndTurn {
-			c.finish = finishReason(ch.FinishReason)
+			end = ch
+			return nil
 		}
 		if ch.Chunk == nil || ch.Chunk.Role != abi.RoleModel {
 			return nil
 		}
 		text := ch.Chunk.Text()
 		c.text.WriteString(text)
-		if events == nil || text == "" {
+		if text == "" {
+			return nil
+		}
+		if err := open(); err != nil {
+			return err
+		}
+		if events == nil {
 			return nil
 		}
 		return events.send("", c.chunk(map[string]any{"content": text}, nil))
 	})
+	switch {
+	case err == nil && end != nil && end.FinishReason == session.FinishFailed:
+		// The turn failed (its model, a tool, a handler): a server error, as OpenAI
+		// answers one, with the turn's code; the session goes on.
+		if events == nil {
+			writeJSON(w, http.StatusInternalServerError, failedTurn(end.Error))
+		} else {
+			events.send("", failedTurn(end.Error))
+		}
+		return
+	case err == nil && end != nil && end.FinishReason == session.FinishAborted:
+		err = fmt.Errorf("%w: session %s", ErrCancelled, l.id)
+	case err == nil:
+		if end != nil {
+			c.finish = finishReason(end.FinishReason)
+		}
+		if err = open(); err != nil {
+			return
+		}
+	}
 	switch {
 	case events != nil && err != nil:
 		_, e := classify(err)
@@ -173,6 +204,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			"usage": map[string]int{"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
 		})
 	}
+}
+
+// failedTurn is OpenAI's error object for a failed turn: a server error (type
+// server_error, which OpenAI's clients report as an internal server error), with the
+// turn's code and message.
+func failedTurn(e *session.TurnError) map[string]any {
+	return map[string]any{"error": map[string]any{"message": e.Message, "type": "server_error", "code": e.Code, "param": nil}}
 }
 
 // chatInput splits a request's messages into the conversation before the turn and

@@ -132,6 +132,9 @@ func New(d *deploy.Deployment, opts ...Option) (*Server, error) {
 	s.stop = stop
 	s.sessions = newSessions(base, s.metrics, s.log)
 	for _, t := range s.tenants {
+		for _, a := range t.Deployment.Agents() {
+			s.sessions.tenants[a] = t.ID
+		}
 		if t.Limiter == nil {
 			continue
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -49,6 +50,8 @@ type sessions struct {
 	// limits are the quotas of the turns of tenants' agents; an agent without one has
 	// none.
 	limits map[*deploy.Agent]*tenant.Limiter
+	// tenants are the tenants of tenants' agents, for the log.
+	tenants map[*deploy.Agent]string
 
 	mu       sync.Mutex
 	open     map[sessionKey]*live
@@ -57,7 +60,8 @@ type sessions struct {
 }
 
 func newSessions(base context.Context, m *metrics, log *slog.Logger) *sessions {
-	return &sessions{base: base, metrics: m, log: log, open: map[sessionKey]*live{}, limits: map[*deploy.Agent]*tenant.Limiter{}}
+	return &sessions{base: base, metrics: m, log: log, open: map[sessionKey]*live{}, limits: map[*deploy.Agent]*tenant.Limiter{},
+		tenants: map[*deploy.Agent]string{}}
 }
 
 // initIDs are the IDs an init names, read before connecting.
@@ -246,13 +250,14 @@ func (s *sessions) admit(ctx context.Context, a *deploy.Agent) (done func(), err
 // turn runs one turn on an open session, admitted with done: it sends the input and
 // hands every chunk of the turn to emit. Once emit fails (the client left), the turn
 // still runs to its end, unseen, so that it is snapshotted as usual. A second turn at
-// once is ErrSessionBusy.
-func (s *sessions) turn(l *live, done func(), in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
+// once is ErrSessionBusy. out is the connection's output when the turn ended it
+// without an error (a detach).
+func (s *sessions) turn(l *live, done func(), in *session.SessionFlowInput, emit func(*session.AnyChunk) error) (out *session.AnyOutput, err error) {
 	if err := s.claim(l, done); err != nil {
-		return err
+		return nil, err
 	}
-	_, err := s.run(l, in, emit)
-	return err
+	_, out, err = s.run(l, in, emit)
+	return out, err
 }
 
 // claim marks the session as running a turn admitted with done, or fails with
@@ -278,15 +283,21 @@ func (s *sessions) claim(l *live, done func()) error {
 }
 
 // run runs the turn claimed on the session, and reports whether the session's
-// connection ended with it (detached, halted, failed or cancelled). The turn's last
-// chunk (EndTurn) is handed to emit only once the session is free again, so a client
-// that answers it with the next turn at once never finds the session busy.
-func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) (ended bool, err error) {
+// connection ended with it (detached, halted, cancelled, or failed beyond a turn) and,
+// when it ended without an error, its output. The turn's last chunk (EndTurn) is handed
+// to emit only once the session is free again, so a client that answers it with the
+// next turn at once never finds the session busy. A failed turn is an outcome, not an
+// error: it ends with its EndTurn chunk (finish reason failed, and the error), is
+// logged and counted by code, and the connection goes on. A turn the client cancelled
+// ends with an EndTurn chunk of finish reason aborted.
+func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) (ended bool, out *session.AnyOutput, err error) {
 	start := time.Now()
 	listening := true
 	var last *session.AnyChunk
+	snapshot := ""
 	err = s.runTurn(l, in, func(c *session.AnyChunk) error {
 		if c.SnapshotCreated != "" {
+			snapshot = c.SnapshotCreated
 			l.mu.Lock()
 			l.head = c.SnapshotCreated
 			l.mu.Unlock()
@@ -300,10 +311,22 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 		}
 		return nil
 	})
-	s.metrics.turn(s.base, l.agent.Name, start, err)
+	if errors.Is(err, ErrCancelled) {
+		// The client's doing: the turn is aborted, not failed, and the session resumes
+		// from its last snapshot.
+		last, err = &session.AnyChunk{EndTurn: true, FinishReason: session.FinishAborted}, nil
+	}
+	s.account(l, start, last, snapshot, err)
 	// Read while the turn holds the session: once it is free, get may close the
 	// connection in favour of a newer head, which does not end the session.
 	ended = l.ctx.Err() != nil
+	if ended && err == nil {
+		select {
+		case <-l.conn.Done():
+			out, _ = l.conn.Output()
+		default:
+		}
+	}
 	l.mu.Lock()
 	l.running, l.idle = false, time.Now()
 	endTurn := l.endTurn
@@ -320,11 +343,39 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 	if last != nil && listening {
 		emit(last)
 	}
-	return ended, err
+	return ended, out, err
+}
+
+// account records a turn's outcome in the metrics and, for a failed turn, in the log:
+// one line naming the tenant, agent, session, the failed turn's snapshot, the error's
+// code and the model, tool or handler that raised it, and how long the turn took. The
+// error's message is not logged: it may quote the user's input or a tool's output.
+func (s *sessions) account(l *live, start time.Time, last *session.AnyChunk, snapshot string, err error) {
+	d := time.Since(start)
+	var failure *session.TurnError
+	if err == nil && last != nil && last.FinishReason == session.FinishFailed {
+		failure = last.Error
+	}
+	aborted := err == nil && last != nil && last.FinishReason == session.FinishAborted
+	s.metrics.turn(s.base, l.agent.Name, d, failure, aborted, err)
+	if failure == nil {
+		return
+	}
+	attrs := []any{"agent", l.agent.Name, "session", l.id, "snapshot", snapshot, "code", failure.Code, "duration", d}
+	if t := s.tenants[l.agent]; t != "" {
+		attrs = append(attrs, "tenant", t)
+	}
+	for _, a := range [][2]string{{"model", failure.Model}, {"tool", failure.Tool}, {"handler", failure.Handler}} {
+		if a[1] != "" {
+			attrs = append(attrs, a[0], a[1])
+		}
+	}
+	s.log.ErrorContext(s.base, "turn failed", attrs...)
 }
 
 // runTurn sends the input and hands the turn's chunks to emit, reading them all
-// whatever emit says.
+// whatever emit says. It returns the error of a refused turn (its chunk's, before the
+// EndTurn chunk) or of the connection; a failed turn's is on its EndTurn chunk.
 func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
 	ended := func() {
 		select {
@@ -350,7 +401,7 @@ func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*ses
 			ended()
 			return err
 		}
-		if err != nil && refused == nil {
+		if err != nil && !c.EndTurn && refused == nil {
 			refused = err
 		}
 		emit(c)

@@ -165,7 +165,9 @@ func (f *SessionFlow[Stream, State]) RunJSON(ctx context.Context, input json.Raw
 // RunInitJSON runs one connection from JSON: it opens it with init (a SessionFlowInit),
 // sends input (a SessionFlowInput; empty or null sends nothing), streams every chunk to
 // cb, closes the connection and returns its SessionFlowOutput. A refused input is
-// returned as the error, after its turn's chunks.
+// returned as the error, after its turn's chunks; a failed turn is an outcome, as
+// Genkit's agents resolve one: the output's finish reason is "failed" and its error
+// says why.
 func (f *SessionFlow[Stream, State]) RunInitJSON(ctx context.Context, init, input json.RawMessage, cb agent.ChunkCallback) (json.RawMessage, error) {
 	in, err := decodeStrict[SessionFlowInput](input)
 	if err != nil {
@@ -186,7 +188,7 @@ func (f *SessionFlow[Stream, State]) RunInitJSON(ctx context.Context, init, inpu
 					return err
 				}
 			}
-			if err != nil {
+			if err != nil && (c == nil || !c.EndTurn || c.FinishReason != FinishFailed) {
 				return err
 			}
 		}

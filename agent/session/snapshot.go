@@ -87,12 +87,9 @@ var (
 	// ErrInvalidInit: a connection's init is contradictory (state with an ID, a
 	// snapshot of another session than the one named).
 	ErrInvalidInit = errors.New("invalid session init")
-	// ErrNotResumable: the snapshot cannot be resumed: a detached turn is still
-	// running (pending) or it recorded a failure.
+	// ErrNotResumable: the snapshot cannot be resumed: its detached turn is still
+	// running (pending).
 	ErrNotResumable = errors.New("snapshot not resumable")
-	// ErrNotPending: an abort named a snapshot whose turn is not running in the
-	// background (it finished, failed or was aborted).
-	ErrNotPending = errors.New("snapshot not pending")
 	// ErrConflict: another connection extended the same snapshot first (two hosts
 	// running a turn of one session). Reload the session and retry. It is the store's
 	// error, store.ErrConflict.
