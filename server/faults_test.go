@@ -103,9 +103,11 @@ func TestEveryFaultIsATurnsOutcomeOnEverySurface(t *testing.T) {
 	ts, log := faultyServer(t)
 	for name, open := range map[string]func(t *testing.T) surface{
 		"in-process": func(t *testing.T) surface { return inProcess(t, ts, "strict") },
-		"http+sse":   func(t *testing.T) surface { return &sseSurface{ts: ts, agent: "strict", id: ts.newSession(t, "strict", nil)} },
-		"websocket":  func(t *testing.T) surface { return &wsSurface{w: dialWS(t, ts, "strict", "")} },
-		"openai":     func(t *testing.T) surface { return &openAISurface{ts: ts, agent: "strict"} },
+		"http+sse": func(t *testing.T) surface {
+			return &sseSurface{ts: ts, agent: "strict", id: ts.newSession(t, "strict", nil)}
+		},
+		"websocket": func(t *testing.T) surface { return &wsSurface{w: dialWS(t, ts, "strict", "")} },
+		"openai":    func(t *testing.T) surface { return &openAISurface{ts: ts, agent: "strict"} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := open(t)
@@ -227,7 +229,9 @@ func checkHistory(t *testing.T, ts *testServer, agent, id string, want []string,
 	if !slices.Equal(got, want) {
 		t.Errorf("history %q, want exactly the successful turns %q", got, want)
 	}
-	var snaps struct{ Snapshots []*session.SessionSnapshot[json.RawMessage] }
+	var snaps struct {
+		Snapshots []*session.SessionSnapshot[json.RawMessage]
+	}
 	ts.do(t, "GET", "/api/agents/"+agent+"/sessions/"+id+"/snapshots", nil, &snaps)
 	failed := 0
 	for _, s := range snaps.Snapshots {
