@@ -50,7 +50,10 @@ type Session[State any] struct {
 
 // turnBase is the state a turn began in.
 type turnBase[State any] struct {
-	state   SessionState[State] // its slices the base's own; Custom shared until changed
+	// state shares the session's slices, which are never written in place (appends go
+	// past the base's length, replacements copy first), so keeping it costs nothing
+	// however long the conversation; Custom is shared until the turn changes it.
+	state   SessionState[State]
 	changed bool
 	// custom is the JSON of the custom state before the turn first changed it (nil
 	// while it has not): a change may have been made in place, in maps or slices the
@@ -163,7 +166,7 @@ func (s *Session[State]) beginTurn() bool {
 	if s.turn != nil {
 		return false
 	}
-	s.turn = &turnBase[State]{state: *s.copyState(), changed: s.changed}
+	s.turn = &turnBase[State]{state: s.state, changed: s.changed}
 	return true
 }
 
