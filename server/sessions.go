@@ -33,6 +33,11 @@ type live struct {
 	// "" until known (a new session, or one resumed from a snapshot before its first
 	// turn). Another host sharing the store may have continued the session since.
 	head string
+	// streaming: the running turn's chunks are being read, so a drain may ask its
+	// flow to detach it; detach, once a drain did, is where the request's Send ends
+	// (see detachRunning).
+	streaming bool
+	detach    chan error
 }
 
 // sessionKey names an open session. Its agent is the agent itself, not its name:
@@ -57,6 +62,13 @@ type sessions struct {
 	open     map[sessionKey]*live
 	draining bool
 	turns    sync.WaitGroup // turns running
+
+	// The detached turns running in this process, by pending snapshot (see
+	// trackDetached).
+	detachedMu    sync.Mutex
+	detached      map[string]*deploy.Agent
+	detachedLimit int
+	pruning       bool
 }
 
 func newSessions(base context.Context, m *metrics, log *slog.Logger) *sessions {
@@ -295,7 +307,12 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 	listening := true
 	var last *session.AnyChunk
 	snapshot := ""
-	err = s.runTurn(l, in, func(c *session.AnyChunk) error {
+	forward := func(c *session.AnyChunk) {
+		if listening && emit(c) != nil {
+			listening = false
+		}
+	}
+	out, err = s.runTurn(l, in, func(c *session.AnyChunk) error {
 		if c.SnapshotCreated != "" {
 			snapshot = c.SnapshotCreated
 			l.mu.Lock()
@@ -306,11 +323,20 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 			last = c
 			return nil
 		}
-		if listening && emit(c) != nil {
-			listening = false
-		}
+		forward(c)
 		return nil
 	})
+	if out != nil && out.FinishReason == session.FinishDetached {
+		// Detached by its client or by a drain: the turn runs on in this process until
+		// it settles its pending snapshot.
+		s.trackDetached(l.agent, out.SnapshotID)
+		if !in.Detach {
+			// A drain detached it: its client, still reading, learns the pending
+			// snapshot as the turn's end (a client's own detach is answered with it).
+			forward(&session.AnyChunk{SnapshotCreated: out.SnapshotID})
+			last = &session.AnyChunk{EndTurn: true, FinishReason: session.FinishDetached}
+		}
+	}
 	if errors.Is(err, ErrCancelled) {
 		// The client's doing: the turn is aborted, not failed, and the session resumes
 		// from its last snapshot.
@@ -320,13 +346,6 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 	// Read while the turn holds the session: once it is free, get may close the
 	// connection in favour of a newer head, which does not end the session.
 	ended = l.ctx.Err() != nil
-	if ended && err == nil {
-		select {
-		case <-l.conn.Done():
-			out, _ = l.conn.Output()
-		default:
-		}
-	}
 	l.mu.Lock()
 	l.running, l.idle = false, time.Now()
 	endTurn := l.endTurn
@@ -375,16 +394,28 @@ func (s *sessions) account(l *live, start time.Time, last *session.AnyChunk, sna
 
 // runTurn sends the input and hands the turn's chunks to emit, reading them all
 // whatever emit says. It returns the error of a refused turn (its chunk's, before the
-// EndTurn chunk) or of the connection; a failed turn's is on its EndTurn chunk.
-func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
+// EndTurn chunk) or of the connection; a failed turn's is on its EndTurn chunk. When
+// the turn ended the connection without an error (a detach), it returns its output.
+func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) (out *session.AnyOutput, err error) {
+	l.mu.Lock()
+	l.streaming, l.detach = true, nil
+	l.mu.Unlock()
 	ended := func() {
+		select {
+		case <-l.conn.Done():
+			// Detached, halted, failed or cancelled: the connection is over.
+			if o, err := l.conn.Output(); err == nil {
+				out = o
+			}
+		default:
+		}
+		s.awaitDetach(l, out != nil && out.FinishReason == session.FinishDetached)
 		select {
 		case <-l.conn.Done():
 		case <-l.ctx.Done():
 		default:
 			return
 		}
-		// Detached, halted, failed or cancelled: the connection is over.
 		s.remove(l)
 		l.cancel(nil)
 	}
@@ -393,13 +424,13 @@ func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*ses
 		if cause := context.Cause(l.ctx); cause != nil {
 			err = cause
 		}
-		return err
+		return out, err
 	}
 	var refused error
 	for c, err := range l.conn.Receive() {
 		if c == nil {
 			ended()
-			return err
+			return out, err
 		}
 		if err != nil && !c.EndTurn && refused == nil {
 			refused = err
@@ -407,7 +438,7 @@ func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*ses
 		emit(c)
 	}
 	ended()
-	return refused
+	return out, refused
 }
 
 // cancelTurn ends the session's running turn, and with it the session's connection:
