@@ -347,10 +347,8 @@ func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[Stat
 		}
 	}()
 	work = agent.NewSessionContext(work, sess)
-	resp := &Responder[Stream]{out: out, sess: sess, endTurn: func(ctx context.Context, reason abi.FinishReason) (string, error) {
-		return f.endTurn(ctx, sess, reason)
-	}, failTurn: func(ctx context.Context, te *TurnError) (string, error) {
-		return f.failTurn(ctx, sess, te)
+	resp := &Responder[Stream]{out: out, sess: sess, endTurn: func(ctx context.Context, reason abi.FinishReason, failure *TurnError) (string, error) {
+		return f.endTurn(ctx, sess, reason, failure)
 	}}
 	work = agent.WithStatusFunc(work, statusSender(resp))
 	resp.ctx = work
@@ -458,7 +456,7 @@ func (f *SessionFlow[Stream, State]) finish(ctx context.Context, sess *Session[S
 	if err != nil {
 		return nil, err
 	}
-	id, err := f.snapshot(ctx, sess, SnapshotEventInvocationEnd, "")
+	id, err := f.snapshot(ctx, sess, SnapshotEventInvocationEnd, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -494,9 +492,10 @@ func (f *SessionFlow[Stream, State]) output(sess *Session[State], resp *Responde
 }
 
 // snapshot takes a snapshot if the callback says so, and returns its ID ("" if none
-// was taken). A state unchanged since the last snapshot is not stored again, and a
-// detached session takes none until its turn settles.
-func (f *SessionFlow[Stream, State]) snapshot(ctx context.Context, sess *Session[State], event SnapshotEvent, reason abi.FinishReason) (string, error) {
+// was taken). A state unchanged since the last snapshot is not stored again, unless the
+// snapshot records a failed turn (failure), and a detached session takes none until
+// its turn settles.
+func (f *SessionFlow[Stream, State]) snapshot(ctx context.Context, sess *Session[State], event SnapshotEvent, reason abi.FinishReason, failure *TurnError) (string, error) {
 	if f.store == nil {
 		return "", nil
 	}
@@ -506,7 +505,7 @@ func (f *SessionFlow[Stream, State]) snapshot(ctx context.Context, sess *Session
 		return "", nil
 	}
 	sess.mu.RLock()
-	unchanged := !sess.changed && sess.parentID != ""
+	unchanged := failure == nil && !sess.changed && sess.parentID != ""
 	sc := &SnapshotContext[State]{Event: event, State: sess.copyState(), PrevState: sess.prevState, TurnIndex: sess.turnIndex}
 	sess.mu.RUnlock()
 	if unchanged {
@@ -519,6 +518,9 @@ func (f *SessionFlow[Stream, State]) snapshot(ctx context.Context, sess *Session
 		return "", nil
 	}
 	snap := &SessionSnapshot[State]{TurnIndex: sc.TurnIndex, Event: event, Status: StatusCompleted, FinishReason: reason, State: *sc.State}
+	if failure != nil {
+		snap.Status, snap.Error = StatusFailed, failure
+	}
 	if err := f.save(ctx, sess, snap); err != nil {
 		return "", err
 	}
@@ -548,9 +550,14 @@ func (f *SessionFlow[Stream, State]) save(ctx context.Context, sess *Session[Sta
 	return nil
 }
 
-// endTurn takes the turn-end snapshot and moves the session to the next turn.
-func (f *SessionFlow[Stream, State]) endTurn(ctx context.Context, sess *Session[State], reason abi.FinishReason) (string, error) {
-	id, err := f.snapshot(ctx, sess, SnapshotEventTurnEnd, reason)
+// endTurn takes the turn-end snapshot and moves the session to the next turn. A
+// failed turn (failure) first puts the session back as the turn found it, and its
+// snapshot, of status failed, records the failure with that state.
+func (f *SessionFlow[Stream, State]) endTurn(ctx context.Context, sess *Session[State], reason abi.FinishReason, failure *TurnError) (string, error) {
+	if failure != nil {
+		sess.rollback()
+	}
+	id, err := f.snapshot(ctx, sess, SnapshotEventTurnEnd, reason, failure)
 	if err != nil {
 		return "", err
 	}
@@ -561,45 +568,15 @@ func (f *SessionFlow[Stream, State]) endTurn(ctx context.Context, sess *Session[
 	return id, nil
 }
 
-// failTurn puts the session back in its state when the turn began, records the failure
-// in a snapshot of status failed holding that state (if the callback says so; a
-// detached session takes none until it settles), and moves the session to the next
-// turn.
-func (f *SessionFlow[Stream, State]) failTurn(ctx context.Context, sess *Session[State], te *TurnError) (string, error) {
-	sess.rollback()
-	id := ""
-	if f.store != nil {
-		sess.snapMu.Lock()
-		sess.mu.RLock()
-		sc := &SnapshotContext[State]{Event: SnapshotEventTurnEnd, State: sess.copyState(), PrevState: sess.prevState, TurnIndex: sess.turnIndex}
-		detached := sess.detached
-		sess.mu.RUnlock()
-		if !detached && f.callback(ctx, sc) {
-			snap := &SessionSnapshot[State]{TurnIndex: sc.TurnIndex, Event: SnapshotEventTurnEnd, Status: StatusFailed, FinishReason: FinishFailed, Error: te, State: *sc.State}
-			if err := f.save(ctx, sess, snap); err != nil {
-				sess.snapMu.Unlock()
-				return "", err
-			}
-			id = snap.SnapshotID
-		}
-		sess.snapMu.Unlock()
-	}
-	sess.mu.Lock()
-	sess.turnIndex++
-	sess.mu.Unlock()
-	return id, nil
-}
-
 // Responder is how a session flow answers: chunks of generation, its own status,
 // artifacts, and the end of each turn. Each method waits until the client takes the
 // item (backpressure) and fails once the connection's context is done. After the
 // client detached, items go nowhere and the methods return nil.
 type Responder[Stream any] struct {
-	out      *outbox[*SessionFlowStreamChunk[Stream]]
-	ctx      context.Context
-	sess     agent.AnySession
-	endTurn  func(context.Context, abi.FinishReason) (string, error)
-	failTurn func(context.Context, *TurnError) (string, error)
+	out     *outbox[*SessionFlowStreamChunk[Stream]]
+	ctx     context.Context
+	sess    agent.AnySession
+	endTurn func(context.Context, abi.FinishReason, *TurnError) (string, error)
 
 	mu      sync.Mutex
 	reason  abi.FinishReason // of the last turn ended
@@ -660,19 +637,11 @@ func (r *Responder[Stream]) FailTurn(err error) error {
 	r.mu.Lock()
 	r.reason, r.failure = FinishFailed, te
 	r.mu.Unlock()
-	id, err := r.failTurn(r.ctx, te)
+	id, err := r.endTurn(r.ctx, FinishFailed, te)
 	if err != nil {
 		return err
 	}
-	if id != "" {
-		if err := r.out.send(&SessionFlowStreamChunk[Stream]{SnapshotCreated: id}); err != nil {
-			return err
-		}
-	}
-	if err := r.out.send(&SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: FinishFailed, Error: te}); err != nil {
-		return err
-	}
-	return r.out.endTurn()
+	return r.close(id, &SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: FinishFailed, Error: te})
 }
 
 // EndTurn ends the answer to the current input: it takes a snapshot if the callback
@@ -686,16 +655,22 @@ func (r *Responder[Stream]) EndTurnWith(reason abi.FinishReason) error {
 	r.mu.Lock()
 	r.reason, r.failure = reason, nil
 	r.mu.Unlock()
-	id, err := r.endTurn(r.ctx, reason)
+	id, err := r.endTurn(r.ctx, reason, nil)
 	if err != nil {
 		return err
 	}
-	if id != "" {
-		if err := r.out.send(&SessionFlowStreamChunk[Stream]{SnapshotCreated: id}); err != nil {
+	return r.close(id, &SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: reason})
+}
+
+// close streams the end of a turn: the snapshot it took, if any, then its EndTurn
+// chunk, then the turn signal.
+func (r *Responder[Stream]) close(snapshot string, end *SessionFlowStreamChunk[Stream]) error {
+	if snapshot != "" {
+		if err := r.out.send(&SessionFlowStreamChunk[Stream]{SnapshotCreated: snapshot}); err != nil {
 			return err
 		}
 	}
-	if err := r.out.send(&SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: reason}); err != nil {
+	if err := r.out.send(end); err != nil {
 		return err
 	}
 	return r.out.endTurn()
