@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func reflectionServer(t *testing.T) (*testServer, *httptest.Server) {
@@ -141,5 +142,34 @@ func TestReflectionRunsActions(t *testing.T) {
 		if e == nil || e["code"] != code || e["message"] == "" {
 			t.Errorf("%s: %v, want code %v", body, final, code)
 		}
+	}
+}
+
+// Issue 28 through the reflection API: a detached run streams nothing and answers its
+// pending snapshot, which settles under its own ID.
+func TestReflectionDetachedRun(t *testing.T) {
+	ts, rs := reflectionServer(t)
+	chunks, final := runAction(t, rs, `{"key": "/session-flow/gate", "input": {"messages": [{"role": "user", "content": [{"text": "later"}]}], "detach": true}}`)
+	result, _ := final["result"].(map[string]any)
+	pending, _ := result["snapshotId"].(string)
+	if len(chunks) != 0 || result["finishReason"] != "detached" || pending == "" || result["state"] != nil {
+		t.Fatalf("a detached run: chunks %q, final %v", chunks, final)
+	}
+	<-ts.gate.started
+	ts.gate.release <- struct{}{}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, final = runAction(t, rs, `{"key": "/snapshot-store/gate/getSnapshot", "input": {"snapshotId": "`+pending+`"}}`)
+		snap, _ := final["result"].(map[string]any)
+		if snap["status"] == "completed" {
+			if snap["snapshotId"] != pending || snap["updatedAt"] == nil {
+				t.Errorf("the settled snapshot: %v", snap)
+			}
+			return
+		}
+		if snap["status"] != "pending" || time.Now().After(deadline) {
+			t.Fatalf("the detached run's snapshot: %v", final)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
