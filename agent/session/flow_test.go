@@ -580,6 +580,70 @@ func TestSnapshotRecordTamperingIsDetected(t *testing.T) {
 	}
 }
 
+// TestSettledSnapshotTamperingIsDetected: a pending snapshot's outcome, kept beside its
+// record, is verified on its own: it must name its snapshot, settle a pending one with a
+// settled status, and its state's pieces must hash to their digests.
+func TestSettledSnapshotTamperingIsDetected(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory()
+	snaps := session.NewSnapshotStore[ChatState](mem)
+	save := func(status session.SnapshotStatus) string {
+		snap := &session.SessionSnapshot[ChatState]{SessionID: "s" + string(status), Event: session.SnapshotEventDetach, Status: status,
+			State: session.SessionState[ChatState]{Messages: []*abi.Message{abi.NewUserTextMessage("x")}}}
+		if err := snaps.SaveSnapshot(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+		return snap.SnapshotID
+	}
+	pending, completed := save(session.StatusPending), save(session.StatusCompleted)
+	settled := &session.SessionSnapshot[ChatState]{SnapshotID: pending, Status: session.StatusCompleted, FinishReason: abi.FinishStop,
+		State: session.SessionState[ChatState]{Messages: []*abi.Message{abi.NewUserTextMessage("x"), abi.NewModelTextMessage("done")}}}
+	if err := snaps.SettleSnapshot(ctx, settled); err != nil {
+		t.Fatal(err)
+	}
+	if err := snaps.SettleSnapshot(ctx, &session.SessionSnapshot[ChatState]{SnapshotID: pending, Status: session.StatusAborted}); !errors.Is(err, session.ErrConflict) {
+		t.Errorf("a second settle: %v", err)
+	}
+	rec, _ := mem.Record(ctx, "default", pending)
+	for name, tc := range map[string]struct {
+		id      string
+		outcome string
+	}{
+		"another snapshot's":    {pending, strings.Replace(string(rec.Outcome), pending, completed, 1)},
+		"a pending outcome":     {pending, strings.Replace(string(rec.Outcome), `"status":"completed"`, `"status":"pending"`, 1)},
+		"on a settled snapshot": {completed, strings.Replace(string(rec.Outcome), pending, completed, 1)},
+		"not JSON":              {pending, "{"},
+		"a state not stored":    {pending, strings.Replace(string(rec.Outcome), `"head":"`, `"head":"0`, 1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			forged := &outcomeStore{Store: mem, id: tc.id, outcome: []byte(tc.outcome)}
+			_, err := session.NewSnapshotStore[ChatState](forged).GetSnapshot(ctx, tc.id)
+			if !errors.Is(err, session.ErrSnapshotCorrupt) || !strings.Contains(err.Error(), tc.id) {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	// Untouched, it reads settled, under its own ID.
+	if got, err := session.NewSnapshotStore[ChatState](mem).GetSnapshot(ctx, pending); err != nil || got.SnapshotID != pending || got.Status != session.StatusCompleted || len(got.State.Messages) != 2 {
+		t.Errorf("the settled snapshot: %+v, %v", got, err)
+	}
+}
+
+// outcomeStore answers the record id with another outcome.
+type outcomeStore struct {
+	store.Store
+	id      string
+	outcome []byte
+}
+
+func (o *outcomeStore) Record(ctx context.Context, ns, id string) (store.Record, error) {
+	rec, err := o.Store.Record(ctx, ns, id)
+	if id == o.id {
+		rec.Outcome = o.outcome
+	}
+	return rec, err
+}
+
 // TestSnapshotsStoreOnlyWhatChanged checks structural sharing: each turn writes one new
 // message segment, the record, and the custom state only when it changed.
 func TestSnapshotsStoreOnlyWhatChanged(t *testing.T) {
