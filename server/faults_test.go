@@ -59,7 +59,7 @@ func faultyServer(t *testing.T) (*testServer, *lockedBuffer) {
 	}
 	misbehave, _ := filepath.Abs("../host/testdata/misbehave")
 	tools := "[misbehave/ok, misbehave/panic, misbehave/error, misbehave/sleep, misbehave/badjson, misbehave/returns]"
-	plugin := "plugins:\n  - path: " + misbehave + "\n    grants: {timeout: 1s, maxInstances: 4}\n"
+	plugin := "plugins:\n  - path: " + misbehave + "\n    grants: {timeout: 2s, maxInstances: 4}\n"
 	agents := map[string]string{
 		"strict.yaml":  "name: strict\nmodel: {name: misbehave/failer}\ntools: " + tools + "\ntoolErrors: fail\nsnapshots: {store: memory}\n" + plugin,
 		"lenient.yaml": "name: lenient\nmodel: {name: misbehave/failer}\ntools: " + tools + "\nsnapshots: {store: memory}\n" + plugin,

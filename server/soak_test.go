@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -60,10 +64,15 @@ func TestSoakFailingModelAndTool(t *testing.T) {
 		"strict.yaml":  "name: strict\nmodel: {name: soak/model}\ntools: [soak/tool]\ntoolErrors: fail\nsnapshots: {store: memory}\n",
 		"lenient.yaml": "name: lenient\nmodel: {name: soak/model}\ntools: [soak/tool]\nsnapshots: {store: memory}\n",
 	}
-	ts := newServerOf(t, agents, []deploy.Option{deploy.WithRegistry(r)})
+	mp, h, err := server.NewPrometheus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newServerOf(t, agents, []deploy.Option{deploy.WithRegistry(r)}, server.WithMetrics(mp, h))
 
 	var mu sync.Mutex
 	failed := map[abi.ErrorCode]int{}
+	byAgent := map[string]int{} // "<agent> <code>": failed turns
 	t.Run("sessions", func(t *testing.T) {
 		for s := range sessions {
 			t.Run(fmt.Sprint(s), func(t *testing.T) {
@@ -71,9 +80,10 @@ func TestSoakFailingModelAndTool(t *testing.T) {
 				soakSession(t, ts, s, turns, func(text string) (modelFails, toolFails bool) {
 					f := fates[text]
 					return f.modelFails, f.toolFails
-				}, func(code abi.ErrorCode) {
+				}, func(agent string, code abi.ErrorCode) {
 					mu.Lock()
 					failed[code]++
+					byAgent[agent+" "+string(code)]++
 					mu.Unlock()
 				})
 			})
@@ -83,11 +93,33 @@ func TestSoakFailingModelAndTool(t *testing.T) {
 	if failed[abi.CodeUnavailable] == 0 || failed[abi.CodeInvalidInput] == 0 {
 		t.Errorf("the soak failed too few turns to mean anything: %v", failed)
 	}
+	// The server counted the failed turns by agent and code, as they happened.
+	if got := failedTurnMetrics(t, ts); !maps.Equal(got, byAgent) {
+		t.Errorf("the metrics count failed turns %v, want %v", got, byAgent)
+	}
+}
+
+// failedTurnMetrics reads the server's count of failed turns by "<agent> <code>".
+func failedTurnMetrics(t *testing.T, ts *testServer) map[string]int {
+	t.Helper()
+	resp, err := ts.Client().Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	line := regexp.MustCompile(`(?m)^terrarium_turns_total\{agent="([^"]*)",code="([^"]*)",[^}]*outcome="failed"[^}]*\} (\d+)$`)
+	got := map[string]int{}
+	for _, m := range line.FindAllStringSubmatch(string(body), -1) {
+		n, _ := strconv.Atoi(m[3])
+		got[m[1]+" "+m[2]] += n
+	}
+	return got
 }
 
 // soakSession runs one session's turns of the soak, on the surface its number picks,
 // and checks it afterwards; count counts its failed turns by code.
-func soakSession(t *testing.T, ts *testServer, s, turns int, fate func(string) (modelFails, toolFails bool), count func(abi.ErrorCode)) {
+func soakSession(t *testing.T, ts *testServer, s, turns int, fate func(string) (modelFails, toolFails bool), count func(agent string, code abi.ErrorCode)) {
 	agentName := []string{"strict", "lenient"}[s%2]
 	var sf surface
 	switch s % 4 {
@@ -118,7 +150,7 @@ func soakSession(t *testing.T, ts *testServer, s, turns int, fate func(string) (
 				t.Errorf("%s %q: %+v (%+v), want a failed turn with code %s", agentName, text, got, got.failure, code)
 			}
 			failures++
-			count(code)
+			count(agentName, code)
 			continue
 		}
 		answer := "done: looked up " + text
