@@ -147,6 +147,23 @@ func TestEveryFaultIsATurnsOutcomeOnEverySurface(t *testing.T) {
 	}
 }
 
+// A session whose first turn failed is kept: closed and reopened by its ID (as after
+// an idle timeout or a restart), it goes on from its start, not 404 session_not_found.
+func TestFirstTurnFailureKeepsTheSessionOverHTTP(t *testing.T) {
+	ts, _ := faultyServer(t)
+	s := &sseSurface{ts: ts, agent: "strict", id: ts.newSession(t, "strict", nil)}
+	if got := s.turn(t, "model error"); got.failure == nil || got.failure.Code != abi.CodeUnavailable {
+		t.Fatalf("the first turn: %+v", got)
+	}
+	if resp := ts.do(t, "DELETE", "/api/agents/strict/sessions/"+s.id, nil, nil); resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		t.Fatalf("closing the session: %d", resp.StatusCode)
+	}
+	if got := s.turn(t, "hello"); got.failure != nil || got.text != "ok: hello" {
+		t.Fatalf("the turn after reopening: %+v (%+v)", got, got.failure)
+	}
+	checkHistory(t, ts, "strict", s.id, []string{"hello", "ok: hello"}, 1)
+}
+
 // Under the default policy the model hears of a failing tool and answers: no turn
 // fails, and the tool's own code reaches the model.
 func TestToolFaultsReachTheModelByDefault(t *testing.T) {
