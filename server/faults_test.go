@@ -387,6 +387,7 @@ func (s *openAISurface) turn(t *testing.T, text string) outcome {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"model": s.agent, "messages": []any{map[string]any{"role": "user", "content": text}}})
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", s.ts.URL+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	if s.id != "" {
 		req.Header.Set(server.SessionHeader, s.id)
 	}

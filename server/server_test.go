@@ -323,6 +323,7 @@ func TestDetachAndAbortOverHTTP(t *testing.T) {
 		req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/api/agents/gate/sessions/"+id+"/turns",
 			strings.NewReader(`{"text": "`+text+`", "detach": true}`))
 		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := ts.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
