@@ -27,6 +27,17 @@ type SessionState[State any] struct {
 	PromptInput any `json:"promptInput,omitempty"`
 }
 
+// UnmarshalJSON decodes a state, refusing unknown fields (as Connect's init is
+// decoded) and a null message or artifact: a client-managed session's state comes
+// from its client.
+func (s *SessionState[State]) UnmarshalJSON(b []byte) error {
+	type plain SessionState[State]
+	if err := strictInto(b, (*plain)(s)); err != nil {
+		return err
+	}
+	return errors.Join(abi.NoNulls("state.messages", s.Messages), abi.NoNulls("state.artifacts", s.Artifacts))
+}
+
 // SnapshotEvent names the moment a snapshot was considered.
 type SnapshotEvent string
 
@@ -120,6 +131,15 @@ type SessionFlowInput struct {
 	// pending snapshot, which the turn settles when it ends (completed or failed) unless
 	// it is aborted first. It needs a snapshot store.
 	Detach bool `json:"detach,omitempty"`
+}
+
+// UnmarshalJSON decodes a turn's input, refusing unknown fields and a null message.
+func (in *SessionFlowInput) UnmarshalJSON(b []byte) error {
+	type plain SessionFlowInput
+	if err := strictInto(b, (*plain)(in)); err != nil {
+		return err
+	}
+	return abi.NoNulls("messages", in.Messages)
 }
 
 // SessionFlowOutput is the final result of a connection. (Seed 003 calls it
