@@ -630,9 +630,16 @@ func (r *Responder[Stream]) Refuse(err error) error {
 // returns an error only when the connection cannot go on: the client left, or the
 // snapshot could not be saved.
 //
+// A client that left (cancelled, or closed the connection) is no failure of the turn,
+// whatever err says (often the stream's error from the client's going): FailTurn then
+// records nothing and returns why the client left.
+//
 // A flow function that returns an error or panics during a turn has its turn failed
 // this way, and is called again for the next input.
 func (r *Responder[Stream]) FailTurn(err error) error {
+	if cause := r.out.gone(); cause != nil {
+		return cause
+	}
 	te := newTurnError(err)
 	r.mu.Lock()
 	r.reason, r.failure = FinishFailed, te
