@@ -153,6 +153,10 @@ type SessionFlowStreamChunk[Stream any] struct {
 	// for a DefineAgent turn ("stop", or "interrupted" when tool requests wait for an
 	// answer), "detached" when the client detached from it.
 	FinishReason abi.FinishReason `json:"finishReason,omitempty"`
+	// Usage, on the EndTurn chunk, is what the turn's model calls used, summed over
+	// them (a tool's own generate calls included), as their models reported it; nil
+	// when none reported any.
+	Usage *abi.GenerationUsage `json:"usage,omitempty"`
 }
 
 // TurnError is a refused turn, as streamed to the client.
