@@ -30,6 +30,10 @@ type Agent struct {
 	Tools []string
 	// Routes are the IDs of a routed agent's routes; a prompt agent has none.
 	Routes []string
+	// ClientTools says whether it offers its model the tools a client brings to a
+	// turn (session.SessionFlowInput.Tools): a prompt agent does unless its file says
+	// clientTools: false; a routed agent never does.
+	ClientTools bool
 	// Plugins are the names of the plugins its file loads.
 	Plugins []string
 	// SnapshotStore is where its sessions are kept: badger, postgres, memory or none.

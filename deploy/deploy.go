@@ -510,6 +510,10 @@ func (d *Deployment) definePrompted(f *File, a *Agent) error {
 		common = append(common, agent.WithToolNames(f.Tools...))
 	}
 	opts := []session.AgentOption[promptState]{session.WithGenerateOpts[promptState](common...)}
+	a.ClientTools = f.ClientTools == nil || *f.ClientTools
+	if !a.ClientTools {
+		opts = append(opts, session.WithClientTools[promptState](false))
+	}
 	if f.Prompt != "" {
 		p, err := d.parsePrompt(f)
 		if err != nil {
