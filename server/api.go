@@ -35,6 +35,7 @@ func (s *Server) apiRoutes() []route {
 		{"POST", "/api/agents/{agent}/snapshots/{snapshot}/abort", s.abortSnapshot},
 		{"GET", "/api/agents/{agent}/connect", s.connect},
 		{"GET", "/v1/models", s.openAIModels},
+		{"GET", "/v1/models/{model}", s.openAIModel},
 		{"POST", "/v1/chat/completions", s.chatCompletions},
 		{"GET", "/healthz", s.healthz},
 		{"GET", "/readyz", s.readyz},
@@ -60,13 +61,16 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("GET /metrics", s.promh)
 	}
 	mux.Handle("/", pageHandler())
-	for _, prefix := range []string{"/api/", "/v1/"} {
-		mux.HandleFunc(prefix, func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusNotFound, &abi.Error{Code: abi.CodeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
-		})
-	}
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, &abi.Error{Code: abi.CodeNotFound, Message: noRoute(r)})
+	})
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"message": noRoute(r), "type": "invalid_request_error", "param": nil, "code": abi.CodeNotFound}})
+	})
 	return mux
 }
+
+func noRoute(r *http.Request) string { return fmt.Sprintf("no route %s %s", r.Method, r.URL.Path) }
 
 // agentOf returns the agent the request's path names.
 func (s *Server) agentOf(r *http.Request) (*deploy.Agent, error) {
@@ -109,6 +113,8 @@ type AgentInfo struct {
 	// StateManagement is "server" when the agent keeps its sessions, "client" when
 	// its clients keep their state.
 	StateManagement string `json:"stateManagement"`
+	// ClientTools says whether it offers its model the tools a client brings.
+	ClientTools bool `json:"clientTools"`
 }
 
 func agentInfo(a *deploy.Agent) AgentInfo {
@@ -117,7 +123,7 @@ func agentInfo(a *deploy.Agent) AgentInfo {
 		m = "server"
 	}
 	return AgentInfo{Name: a.Name, Description: a.Description, Model: a.Model, Tools: nonNil(a.Tools),
-		Routes: a.Routes, Plugins: nonNil(a.Plugins), Snapshots: a.SnapshotStore, StateManagement: m}
+		Routes: a.Routes, Plugins: nonNil(a.Plugins), Snapshots: a.SnapshotStore, StateManagement: m, ClientTools: a.ClientTools}
 }
 
 func nonNil(s []string) []string {

@@ -47,4 +47,26 @@ func TestAgentTurnUsage(t *testing.T) {
 		t.Errorf("a turn whose model reported nothing: usage %+v, want none", u)
 	}
 	finish(t, conn)
+
+	// A connection without the flow's types carries it too.
+	m.Push(testmodel.Turn{Response: &abi.GenerateResponse{Message: abi.NewModelTextMessage("counted"), Usage: &abi.GenerationUsage{InputTokens: 7}}})
+	anyConn, err := chat.ConnectAny(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anyConn.Send(&session.SessionFlowInput{Messages: []*abi.Message{abi.NewUserTextMessage("hi")}})
+	var u *abi.GenerationUsage
+	for c, err := range anyConn.Receive() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.EndTurn {
+			u = c.Usage
+		}
+	}
+	if u == nil || u.InputTokens != 7 {
+		t.Errorf("usage through ConnectAny: %+v", u)
+	}
+	anyConn.Close()
+	anyConn.Output()
 }
