@@ -186,6 +186,9 @@ type ChatMessage struct {
 	// Audio and FunctionCall are refused.
 	Audio        json.RawMessage `json:"audio,omitempty"`
 	FunctionCall json.RawMessage `json:"function_call,omitempty"`
+	// Annotations are an earlier answer's (clients send answers back as they got
+	// them): they say nothing to the agent, which has the answer's text.
+	Annotations json.RawMessage `json:"annotations,omitempty"`
 }
 
 // ChatToolCall is a tool call of an assistant message.
