@@ -56,6 +56,8 @@ type Deployment struct {
 	plugins   map[string]*loadedPlugin // by resolved path
 	meter     *meters
 	usage     func(context.Context, *abi.GenerationUsage) // nil without WithUsage
+	// toolSessions keeps the sessions of tools run outside the agents' turns.
+	toolSessions *ToolSessions
 	// defined lists the registry keys the deployment defined (agents, their snapshot
 	// actions, prompts, built-in tools), which Close removes.
 	defined []string
@@ -233,6 +235,7 @@ func New(ctx context.Context, files []*File, opts ...Option) (*Deployment, error
 		d.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	d.toolSessions = d.newToolSessions()
 	return d, nil
 }
 
@@ -682,11 +685,17 @@ func (d *Deployment) Agents() []*Agent {
 	return out
 }
 
-// StoredBytes returns what the agents' sessions take in their stores: the Bytes of
-// store.Stats over their namespaces, one per agent. It may read every key of them (see the store's
-// Stats), so it is for measuring now and then, not for every request.
+// StoredBytes returns what the agents' sessions and the tool sessions take in their
+// stores: the Bytes of store.Stats over their namespaces, one per agent and the tool
+// sessions'. It may read every key of them (see the store's Stats), so it is for
+// measuring now and then, not for every request.
 func (d *Deployment) StoredBytes(ctx context.Context) (int64, error) {
-	var total int64
+	ts := d.toolSessions
+	st, err := ts.st.Stats(ctx, ts.namespace)
+	if err != nil {
+		return 0, fmt.Errorf("deploy: tool sessions: stored bytes: %w", err)
+	}
+	total := st.Bytes
 	for _, a := range d.agents {
 		if a.store == nil {
 			continue

@@ -56,6 +56,7 @@ func (s *Server) routes() http.Handler {
 			mux.HandleFunc(r.method+" "+r.pattern, s.adminOnly(r.handler))
 		}
 	}
+	mux.Handle(MCPPath, s.authenticate(http.HandlerFunc(s.serveMCP)))
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	if s.promh != nil {
 		mux.Handle("GET /metrics", s.promh)

@@ -55,6 +55,7 @@ type Server struct {
 
 	draining atomic.Bool
 	sockets  sync.WaitGroup // WebSocket connections being served
+	mcp      mcpEndpoints
 }
 
 // Option configures New.
@@ -175,6 +176,7 @@ func (s *Server) closeIdle(ctx context.Context) {
 // arrives, and close the deployment after, which makes the snapshots durable.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
+	s.mcp.close()
 	err := s.sessions.shutdown(ctx)
 	s.sockets.Wait()
 	s.stop()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,7 +36,7 @@ type gate struct {
 // gate (a model that waits to be released), client (its clients keep the state) and
 // flights, a routed agent (kept in Badger; see routed_test.go).
 var testAgents = map[string]string{
-	"echo.yaml":    "name: echo\ndescription: Echoes.\nmodel: {name: test/echo}\ntools: [askUser, upper]\n",
+	"echo.yaml":    "name: echo\ndescription: Echoes.\nmodel: {name: test/echo}\ntools: [askUser, upper, note]\n",
 	"gate.yaml":    "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
 	"client.yaml":  "name: client\nmodel: {name: test/echo}\nsnapshots: {store: none}\n",
 	"flights.yaml": flightsAgent,
@@ -45,13 +46,29 @@ var testAgents = map[string]string{
 // by word, calls askUser when told "ask <question>" and an offered tool when told
 // "call <tool> <JSON input>", reports tool results, answers the text itself when asked
 // for JSON, and reports its usage (a token a message in, a token a word out); upper
-// upper-cases a text.
+// upper-cases a text; note keeps notes in the session's state.
 func testRegistry(g *gate) *agent.Registry {
 	r := agent.NewRegistry()
 	agent.DefineTool(r, "upper", "Upper-cases a text.", func(_ context.Context, in struct {
 		Text string `json:"text"`
 	}) (string, error) {
 		return strings.ToUpper(in.Text), nil
+	})
+	agent.DefineTool(r, "note", "Keeps a note in the session; answers the notes so far.", func(ctx context.Context, in struct {
+		Text string `json:"text"`
+	}) ([]string, error) {
+		s := agent.AnySessionFromContext(ctx)
+		if s == nil {
+			return nil, errors.New("no session")
+		}
+		defer s.LockUpdates()()
+		var st struct{ Notes []string }
+		if raw, err := s.CustomJSON(); err == nil {
+			json.Unmarshal(raw, &st)
+		}
+		st.Notes = append(st.Notes, in.Text)
+		raw, _ := json.Marshal(map[string]any{"notes": st.Notes})
+		return st.Notes, s.SetCustomJSON(raw)
 	})
 	agent.DefineModel(r, "test/echo", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
 		last := req.Messages[len(req.Messages)-1]

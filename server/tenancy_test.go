@@ -90,8 +90,8 @@ func newTenantServerOf(t testing.TB, tenantsFile string) *tenantServer {
 	}
 	dir := t.TempDir()
 	for name, src := range map[string]string{
-		"echo.yaml": "name: echo\nmodel: {name: test/echo}\ntools: [askUser]\n",
-		"gate.yaml": "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
+		"echo.yaml": "name: echo\nmodel: {name: test/echo}\ntools: [askUser, note]\n",
+		"gate.yaml": "name: gate\nmodel: {name: test/gate}\ntools: [upper]\nsnapshots: {store: memory}\n",
 		"work.yaml": "name: work\nmodel: {name: test/work}\nsnapshots: {store: memory}\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
