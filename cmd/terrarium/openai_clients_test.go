@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -161,5 +163,46 @@ func TestLangChainBindsTools(t *testing.T) {
 	if len(got.ToolCalls) != 1 || got.ToolCalls[0].Name != "lookup" || got.ToolCalls[0].Args["word"] != "terrarium" || got.Finish != "tool_calls" ||
 		got.Answer != `Tool results: "a glass garden (terrarium)"` || got.Usage.Input == 0 || got.Streamed != "echo: Hello from LangChain" {
 		t.Errorf("LangChain: %+v", got)
+	}
+}
+
+// TestMCPClientOnServeTenants: the MCP TypeScript SDK against serve's /mcp, for two
+// tenants: each lists its own tools (a's agent has the plugins' tools, b's only
+// askUser, which MCP does not serve), a's MCP session keeps its notes from one call to
+// the next while another session has none, and a client without a key is refused.
+func TestMCPClientOnServeTenants(t *testing.T) {
+	dir := clients(t)
+	const admin = "admin-mcp-0123456789abcdef0123456789"
+	t.Setenv(adminKeyEnv, admin)
+	tenants := filepath.Join(t.TempDir(), "tenants.yaml")
+	src := "tenants:\n  - id: a\n    agents: [assistant]\n    plugins: {offline: {}, calculator: {timeout: 5s}, clock: {timeout: 5s}, scratchpad: {state: write}, profile: {state: write}}\n" +
+		"  - id: b\n    agents: [support]\n    plugins: {offline: {}}\n"
+	if err := os.WriteFile(tenants, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, "-data", t.TempDir(), "-tenants", tenants, exampleDeployment)
+	var got struct {
+		Tenants []struct {
+			Tools        []string
+			Notes        struct{ Notes []string }
+			OtherSession struct{ Notes []string }
+			Calc         struct{ Value float64 }
+			Session      string
+		}
+		NoKey string
+	}
+	node(t, dir, "mcp-tenants.mjs", &got, s.url, s.makeKey(t, admin, "a"), s.makeKey(t, admin, "b"))
+	if len(got.Tenants) != 2 {
+		t.Fatalf("%+v", got)
+	}
+	a, b := got.Tenants[0], got.Tenants[1]
+	if strings.Join(a.Tools, ",") != "calculator_calc,clock_now,scratchpad_note,scratchpad_notes" || len(b.Tools) != 0 {
+		t.Errorf("a sees %v, b sees %v", a.Tools, b.Tools)
+	}
+	if strings.Join(a.Notes.Notes, ",") != "first,second" || len(a.OtherSession.Notes) != 0 || a.Calc.Value != 42 || a.Session == "" {
+		t.Errorf("a's sessions: %+v", a)
+	}
+	if !strings.HasPrefix(got.NoKey, "StreamableHTTPError 401:") {
+		t.Errorf("without a key: %q", got.NoKey)
 	}
 }
