@@ -458,6 +458,13 @@ func (d *Deployment) define(f *File, kind string) (*Agent, error) {
 	if f.Isolation == host.IsolationSession {
 		a.flow = isolatedFlow{a.flow}
 	}
+	// Genkit's CLI and Developer UI run flows, not session flows: the agent's turn
+	// flow is what they run (genkit flow:run <agent>).
+	turn := session.NewTurnFlow(a.flow)
+	if err := d.reg.Register(turn); err != nil {
+		return nil, f.errorf("name", "the flow of agent %q: %v", f.Name, err)
+	}
+	d.defined = append(d.defined, turn.Desc().Key)
 	return a, nil
 }
 
