@@ -128,8 +128,8 @@ func (ts *testServer) streamChat(t *testing.T, session string, body map[string]a
 	return out
 }
 
-// streamed gathers a stream's text, tool calls and finish reason.
-func streamed(chunks []chunk) (text string, calls []toolCall, finish string) {
+// gathered gathers a stream's text, tool calls and finish reason.
+func gathered(chunks []chunk) (text string, calls []toolCall, finish string) {
 	for _, c := range chunks {
 		if len(c.Choices) == 0 {
 			continue
@@ -174,7 +174,7 @@ func TestOpenAIChatCompletions(t *testing.T) {
 	}
 
 	// Naming the session continues it: the agent keeps the history.
-	text, calls, finish := streamed(ts.streamChat(t, id, map[string]any{"model": "echo",
+	text, calls, finish := gathered(ts.streamChat(t, id, map[string]any{"model": "echo",
 		"messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "again"}}}}}))
 	if text != "echo: again" || finish != "stop" || calls != nil {
 		t.Errorf("streamed %q, finish %q, calls %v", text, finish, calls)
@@ -202,7 +202,7 @@ func TestOpenAIInterruptIsAToolCall(t *testing.T) {
 		var session string
 		if stream {
 			var finish string
-			_, calls, finish = streamed(ts.streamChat(t, "", map[string]any{"model": "echo", "messages": []any{ask}}))
+			_, calls, finish = gathered(ts.streamChat(t, "", map[string]any{"model": "echo", "messages": []any{ask}}))
 			if finish != "tool_calls" {
 				t.Errorf("streamed finish %q", finish)
 			}
@@ -317,7 +317,7 @@ func TestOpenAIResponseFormat(t *testing.T) {
 	if resp.StatusCode != 200 || *out.Choices[0].Message.Content != `{"city": "Oslo"}` {
 		t.Errorf("json_schema: %d %+v", resp.StatusCode, out)
 	}
-	text, _, _ := streamed(ts.streamChat(t, "", map[string]any{"model": "echo", "response_format": city, "messages": []any{user(`{"city": "Lisbon"}`)}}))
+	text, _, _ := gathered(ts.streamChat(t, "", map[string]any{"model": "echo", "response_format": city, "messages": []any{user(`{"city": "Lisbon"}`)}}))
 	if text != `{"city": "Lisbon"}` {
 		t.Errorf("streamed json_schema: %q", text)
 	}
