@@ -447,8 +447,11 @@ func (m ChatMessage) parts(at string, media bool) ([]*abi.Part, error) {
 // answering it finds them even without the session header (as clients that run tools
 // for a model, such as the AI SDKs, send none).
 func toolCallID(sessionID string, tr *abi.ToolRequest) string {
-	b, _ := json.Marshal([3]string{sessionID, tr.Name, tr.Ref})
-	return toolCallPrefix + base64.RawURLEncoding.EncodeToString(b)
+	parts := []string{sessionID, tr.Name, tr.Ref}
+	for i, p := range parts {
+		parts[i] = base64.RawURLEncoding.EncodeToString([]byte(p))
+	}
+	return toolCallPrefix + strings.Join(parts, ".")
 }
 
 const toolCallPrefix = "call_"
@@ -456,15 +459,21 @@ const toolCallPrefix = "call_"
 // parseToolCallID reads an id toolCallID made; ok is false for any other.
 func parseToolCallID(id string) (sessionID, name, ref string, ok bool) {
 	rest, found := strings.CutPrefix(id, toolCallPrefix)
-	if !found {
+	parts := strings.Split(rest, ".")
+	if !found || len(parts) != 3 {
 		return "", "", "", false
 	}
-	b, err := base64.RawURLEncoding.DecodeString(rest)
-	var v [3]string
-	if err != nil || json.Unmarshal(b, &v) != nil || v[1] == "" {
+	for i, p := range parts {
+		b, err := base64.RawURLEncoding.DecodeString(p)
+		if err != nil {
+			return "", "", "", false
+		}
+		parts[i] = string(b)
+	}
+	if parts[1] == "" {
 		return "", "", "", false
 	}
-	return v[0], v[1], v[2], true
+	return parts[0], parts[1], parts[2], true
 }
 
 // chatTurn is what a request's messages make of a turn.
