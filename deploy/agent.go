@@ -93,7 +93,11 @@ func (s flowSnapshots[Stream, State]) abort(ctx context.Context, id string) (*Sn
 }
 
 func (s flowSnapshots[Stream, State]) list(ctx context.Context, sessionID string) ([]*Snapshot, error) {
-	all, err := s.flow.SnapshotStore().ListSnapshots(ctx, sessionID)
+	return eraseAll(s.flow.SnapshotStore().ListSnapshots(ctx, sessionID))
+}
+
+// eraseAll returns snapshots with their custom state as JSON, or err.
+func eraseAll[State any](all []*session.SessionSnapshot[State], err error) ([]*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -130,15 +130,5 @@ func (ts *ToolSessions) Save(ctx context.Context, as agent.AnySession) error {
 
 // Snapshots returns a tool session's snapshots in order.
 func (ts *ToolSessions) Snapshots(ctx context.Context, id string) ([]*Snapshot, error) {
-	all, err := ts.snapshots.ListSnapshots(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Snapshot, len(all))
-	for i, snap := range all {
-		if out[i], err = erase(snap, nil); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return eraseAll(ts.snapshots.ListSnapshots(ctx, id))
 }

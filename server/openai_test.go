@@ -55,6 +55,19 @@ type openAIError struct {
 // empty, and decodes the answer into out.
 func (ts *testServer) chat(t *testing.T, session string, body any, out any) *http.Response {
 	t.Helper()
+	resp := ts.postChat(t, session, body)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, out); err != nil {
+		t.Fatalf("%d %s: %v", resp.StatusCode, raw, err)
+	}
+	return resp
+}
+
+// postChat posts a chat completion request (a string is sent as it is), with the
+// session header when session is not empty.
+func (ts *testServer) postChat(t *testing.T, session string, body any) *http.Response {
+	t.Helper()
 	data, _ := json.Marshal(body)
 	if s, ok := body.(string); ok {
 		data = []byte(s)
@@ -67,11 +80,6 @@ func (ts *testServer) chat(t *testing.T, session string, body any, out any) *htt
 	resp, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(raw, out); err != nil {
-		t.Fatalf("%d %s: %v", resp.StatusCode, raw, err)
 	}
 	return resp
 }
@@ -100,15 +108,7 @@ type chunk struct {
 func (ts *testServer) streamChat(t *testing.T, session string, body map[string]any) []chunk {
 	t.Helper()
 	body["stream"] = true
-	data, _ := json.Marshal(body)
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/v1/chat/completions", strings.NewReader(string(data)))
-	if session != "" {
-		req.Header.Set("X-Terrarium-Session-Id", session)
-	}
-	resp, err := ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := ts.postChat(t, session, body)
 	defer resp.Body.Close()
 	events := readEvents(t, resp.Body)
 	if len(events) == 0 || events[len(events)-1].data != "[DONE]" {
