@@ -15,6 +15,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent/session"
+	"github.com/terrarium-ai/terrarium/internal/schema"
 )
 
 // paramError is a request refused as OpenAI's API refuses one: 400, the parameter at
@@ -236,8 +237,8 @@ func decodeChatRequest(body []byte) (*ChatRequest, error) {
 		}
 	}
 	var req ChatRequest
-	for name, raw := range known {
-		if err := decodeField(&req, name, raw); err != nil {
+	for _, name := range slices.Sorted(maps.Keys(known)) {
+		if err := decodeField(&req, name, known[name]); err != nil {
 			return nil, err
 		}
 	}
@@ -323,6 +324,11 @@ func (req *ChatRequest) check() error {
 		case !toolName.MatchString(t.Function.Name):
 			return refuse(at+".function.name", codeInvalid, "%q: want 1 to 64 letters, digits, _ or -", t.Function.Name)
 		}
+		if t.Function.Parameters != nil {
+			if _, err := schema.Compile(t.Function.Parameters); err != nil {
+				return refuse(at+".function.parameters", codeInvalid, "not a JSON Schema: %v", err)
+			}
+		}
 	}
 	switch c := string(req.ToolChoice); c {
 	case "", `"auto"`, `"none"`:
@@ -335,6 +341,10 @@ func (req *ChatRequest) check() error {
 			return refuse("response_format.json_schema", codeMissing, "a json_schema response format needs json_schema with a name and a schema")
 		case f.Type != "text" && f.Type != "json_object" && f.Type != "json_schema":
 			return refuse("response_format.type", codeInvalid, "%q: want text, json_object or json_schema", f.Type)
+		case f.JSONSchema != nil && f.JSONSchema.Schema != nil:
+			if _, err := schema.Compile(f.JSONSchema.Schema); err != nil {
+				return refuse("response_format.json_schema.schema", codeInvalid, "not a JSON Schema: %v", err)
+			}
 		}
 	}
 	for i, m := range req.Messages {

@@ -391,6 +391,8 @@ func TestOpenAIRefusals(t *testing.T) {
 		{`{"model": "echo", "stream": "yes", ` + msgs + `}`, "stream", "invalid_type"},
 		{`{"model": "echo", "response_format": {"type": "yaml"}, ` + msgs + `}`, "response_format.type", "invalid_value"},
 		{`{"model": "echo", "response_format": {"type": "json_schema"}, ` + msgs + `}`, "response_format.json_schema", "missing_required_parameter"},
+		{`{"model": "echo", "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": 7}}}, ` + msgs + `}`, "response_format.json_schema.schema", "invalid_value"},
+		{`{"model": "echo", "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "nothing"}}}], ` + msgs + `}`, "tools[0].function.parameters", "invalid_value"},
 		{`{` + msgs + `}`, "model", "missing_required_parameter"},
 		{`{"model": "", ` + msgs + `}`, "model", "missing_required_parameter"},
 		{`{"model": "echo"}`, "messages", "missing_required_parameter"},
