@@ -188,11 +188,7 @@ func checkClientTools(a *deploy.Agent, req *ChatRequest) error {
 		return nil
 	}
 	if !a.ClientTools {
-		why := "its agent file says clientTools: false"
-		if len(a.Routes) > 0 {
-			why = "it is a routed agent, whose routes decide its tools"
-		}
-		return refuse("tools", codeUnsupported, "agent %s takes no client tools: %s", a.Name, why)
+		return refuse("tools", codeUnsupported, "agent %s takes no client tools (its agent file says clientTools: false, or it is a routed agent, whose routes decide its tools)", a.Name)
 	}
 	for i, t := range req.Tools {
 		for _, own := range a.Tools {

@@ -284,8 +284,8 @@ func TestOpenAIClientTools(t *testing.T) {
 		name, agent, param, code, says string
 		tools                          []any
 	}{
-		{"forbidden by the agent file", "closed", "tools", "unsupported_parameter", "agent closed takes no client tools: its agent file says clientTools: false", []any{lookup}},
-		{"a routed agent", "flights", "tools", "unsupported_parameter", "agent flights takes no client tools: it is a routed agent", []any{lookup}},
+		{"forbidden by the agent file", "closed", "tools", "unsupported_parameter", "agent closed takes no client tools", []any{lookup}},
+		{"a routed agent", "flights", "tools", "unsupported_parameter", "agent flights takes no client tools", []any{lookup}},
 		{"the name of the agent's tool", "echo", "tools[0].function.name", "invalid_value", `agent echo has a tool of its own named "upper"`,
 			[]any{map[string]any{"type": "function", "function": map[string]any{"name": "upper"}}}},
 		{"a name OpenAI refuses", "echo", "tools[0].function.name", "invalid_value", "want 1 to 64 letters",
