@@ -255,21 +255,19 @@ func (c *completion) add(ch *session.AnyChunk) string {
 	if ch.Chunk == nil {
 		return ""
 	}
-	if ch.Chunk.Role == abi.RoleTool {
-		c.last.Reset()
-		return ""
-	}
-	if ch.Chunk.Role != abi.RoleModel {
-		return ""
-	}
 	var text strings.Builder
 	for _, p := range ch.Chunk.Content {
 		switch {
-		case p.IsText():
+		case p.IsText() && ch.Chunk.Role == abi.RoleModel:
 			text.WriteString(p.Text)
+		case p.IsToolResponse():
+			// Tool results: the model's text after them is its last message.
+			c.last.Reset()
 		case p.IsToolRequest() && p.Metadata["interrupt"] != nil:
-			// A request waiting for the client: an interrupt, or a client tool.
-			// The agent's own requests run on the server, unseen.
+			// A request waiting for the client: an interrupt, or a client tool,
+			// whatever the role of the chunk that says so (the model's, or the
+			// tool's that lists the requests pending). The agent's own requests
+			// run on the server, unseen.
 			args, _ := json.Marshal(p.ToolRequest.Input)
 			if p.ToolRequest.Input == nil {
 				args = []byte("{}")

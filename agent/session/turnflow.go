@@ -104,14 +104,16 @@ func (t *turnFlow) RunJSON(ctx context.Context, input json.RawMessage, cb agent.
 		if c.EndTurn {
 			out.FinishReason = c.FinishReason
 		}
-		if c.Chunk == nil || c.Chunk.Role != abi.RoleModel {
+		if c.Chunk == nil {
 			continue
 		}
 		for _, p := range c.Chunk.Content {
 			switch {
-			case p.IsText():
+			case p.IsText() && c.Chunk.Role == abi.RoleModel:
 				text.WriteString(p.Text)
 			case p.IsToolRequest() && p.Metadata["interrupt"] != nil:
+				// Whatever the chunk's role: the requests pending stream as the
+				// model's or the tool's.
 				out.Pending = append(out.Pending, PendingRequest{Request: p.ToolRequest, Interrupt: p.Metadata["interrupt"]})
 			}
 		}
