@@ -262,6 +262,9 @@ func decodeField(req *ChatRequest, name string, raw json.RawMessage) error {
 		}
 		req.Messages = make([]ChatMessage, len(msgs))
 		for i, m := range msgs {
+			if string(m) == "null" {
+				return refuse(fmt.Sprintf("messages[%d]", i), codeInvalidType, "null: want a message")
+			}
 			if err := strict(m, &req.Messages[i]); err != nil {
 				return refuse(fmt.Sprintf("messages[%d]", i), codeInvalidType, "%v", err)
 			}
@@ -400,7 +403,10 @@ func (req *ChatRequest) clientTools() []*abi.ToolDefinition {
 // path in the request, for errors.
 func (m ChatMessage) parts(at string, media bool) ([]*abi.Part, error) {
 	if len(m.Content) == 0 || string(m.Content) == "null" {
-		return nil, nil
+		if m.Role == "assistant" {
+			return nil, nil // an answer of tool calls alone
+		}
+		return nil, refuse(at+".content", codeInvalidType, "null or missing: want a string or a list of content parts")
 	}
 	var s string
 	if err := json.Unmarshal(m.Content, &s); err == nil {
@@ -413,6 +419,9 @@ func (m ChatMessage) parts(at string, media bool) ([]*abi.Part, error) {
 	var out []*abi.Part
 	for j, r := range raw {
 		pat := fmt.Sprintf("%s.content[%d]", at, j)
+		if string(r) == "null" {
+			return nil, refuse(pat, codeInvalidType, "null: want a content part")
+		}
 		var p struct {
 			Type     string `json:"type"`
 			Text     string `json:"text"`

@@ -408,6 +408,11 @@ func TestOpenAIRefusals(t *testing.T) {
 		{`{"model": "echo", "messages": [{"role": "assistant", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{"}}]}, {"role": "user", "content": "hi"}]}`, "messages[0].tool_calls[0].function.arguments", "invalid_value"},
 		{`{"model": "echo", "messages": [{"role": "assistant", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}, {"id": "b", "type": "function", "function": {"name": "g", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "a", "content": "x"}]}`, "messages[0].tool_calls", "invalid_value"},
 		{`{"model": "echo", "messages": [{"role": "user", "content": "hi", "extra": 1}]}`, "messages[0]", "invalid_type"},
+		// Nulls where a message, a content or a part is wanted.
+		{`{"model": "echo", "messages": [null]}`, "messages[0]", "invalid_type"},
+		{`{"model": "echo", "messages": [{"role": "user", "content": null}]}`, "messages[0].content", "invalid_type"},
+		{`{"model": "echo", "messages": [{"role": "system"}, {"role": "user", "content": "hi"}]}`, "messages[0].content", "invalid_type"},
+		{`{"model": "echo", "messages": [{"role": "user", "content": [null, {"type": "text", "text": "hi"}]}]}`, "messages[0].content[0]", "invalid_type"},
 	} {
 		var e openAIError
 		resp := ts.chat(t, "", c.body, &e)
