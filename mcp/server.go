@@ -178,10 +178,13 @@ func (s *Server) Run(ctx context.Context, t mcpsdk.Transport) error {
 // Handler returns the streamable HTTP endpoint of the server, for any number of
 // clients, with the SDK's options (nil for its defaults: sessions never time out). It
 // refuses requests reaching a loopback address with another Host header (DNS
-// rebinding) unless opts say otherwise; authenticating clients is the job of the
-// handler wrapping it.
+// rebinding) unless opts say otherwise, and requests a web page of another site sends
+// (by their Origin, or Sec-Fetch-Site), which could otherwise call tools of a server
+// on its reader's machine; authenticating clients is the job of the handler wrapping
+// it.
 func (s *Server) Handler(opts *mcpsdk.StreamableHTTPOptions) http.Handler {
-	return mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s.sdk }, opts)
+	return http.NewCrossOriginProtection().Handler(
+		mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s.sdk }, opts))
 }
 
 // Close ends every session the server holds: over HTTP, their event streams end,
