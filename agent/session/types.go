@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent/tracing"
 )
 
 // SessionState is the portable state of a conversation: what a snapshot stores and what
@@ -169,3 +170,32 @@ func (e *TurnError) Error() string { return e.Message }
 // Unwrap returns the original error when the client runs in the flow's process, so
 // errors.Is works across the connection.
 func (e *TurnError) Unwrap() error { return e.err }
+
+// TraceView is what a trace span records of the init (tracing.Viewer): a client-kept
+// state with only its newest messages (tracing.Tail).
+func (i *SessionFlowInit[State]) TraceView() any {
+	if i == nil || i.State == nil {
+		return i
+	}
+	c := *i
+	c.State = i.State.traceView()
+	return &c
+}
+
+// TraceView is what a trace span records of the output (tracing.Viewer): its state with
+// only its newest messages (tracing.Tail).
+func (o *SessionFlowOutput[State]) TraceView() any {
+	if o == nil || o.State == nil {
+		return o
+	}
+	c := *o
+	c.State = o.State.traceView()
+	return &c
+}
+
+// traceView is the state with only its newest messages, for a trace span.
+func (s *SessionState[State]) traceView() *SessionState[State] {
+	c := *s
+	c.Messages = tracing.Tail(s.Messages)
+	return &c
+}

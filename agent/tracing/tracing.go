@@ -4,24 +4,43 @@
 // Terrarium's traces: a generate call, each model and tool call inside it, a session
 // flow's connection with its session and snapshots.
 //
-// Spans go to the global TracerProvider (otel.SetTracerProvider). Inputs and outputs are
-// encoded as JSON only when a span is recording, so tracing costs next to nothing when
-// no provider is installed.
+// Spans go to the global TracerProvider (otel.SetTracerProvider). Tracing costs nothing
+// when nothing records: while no provider is installed (or a no-op one is) and the
+// context carries no recording span, Start allocates nothing and returns the context as
+// it was. When a span records, its input and output are encoded once, as bounded views
+// (see MaxValueBytes and TailMessages), so a span's cost does not grow with a
+// conversation's history.
 package tracing
 
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
+	"sync/atomic"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/terrarium-ai/terrarium/abi"
 )
 
 // TracerName is the instrumentation name of Terrarium's spans.
 const TracerName = "github.com/terrarium-ai/terrarium"
+
+// MaxValueBytes caps the JSON of genkit:input and genkit:output: a longer encoding is cut
+// there (at a character boundary, so the attribute is valid UTF-8 but no longer valid
+// JSON). It is Genkit's own cap on these attributes (MaxLogContentLength in Genkit Go's
+// googlecloud plugin, MAX_LOG_CONTENT_CHARS in Genkit JS: 128,000).
+const MaxValueBytes = 128_000
+
+// TailMessages is how many of its newest messages a traced request, generate call or
+// session state keeps (see Tail).
+const TailMessages = 8
 
 // Kind is what a span records, as Genkit's genkit:type and genkit:metadata:subtype say.
 type Kind struct {
@@ -61,26 +80,89 @@ const (
 
 type pathKey struct{}
 
-// Span is a span started by Start.
+// Span is a span started by Start. Its zero value, what Start returns when nothing
+// records, does nothing.
 type Span struct {
 	span trace.Span
 }
 
+// Viewer is implemented by an input or output too large to trace whole (a state holding
+// a conversation, say): a span records the value TraceView returns instead, which is
+// computed only when the span records.
+type Viewer interface {
+	TraceView() any
+}
+
+// provider is what Start knows of the global TracerProvider, recomputed when it changes.
+type provider struct {
+	tp     trace.TracerProvider
+	tracer trace.Tracer
+	off    bool // nothing it makes records
+}
+
+var current atomic.Pointer[provider]
+
+// tracer returns the tracer of the global provider, or nil when that provider records
+// nothing: OpenTelemetry's placeholder before any provider is installed, or a no-op one.
+func tracer() trace.Tracer {
+	tp := otel.GetTracerProvider()
+	if p := current.Load(); p != nil && reflect.TypeOf(tp).Comparable() && p.tp == tp {
+		if p.off {
+			return nil
+		}
+		return p.tracer
+	}
+	t := tp.Tracer(TracerName)
+	p := &provider{tp: tp, tracer: t, off: isNoop(t)}
+	current.Store(p)
+	if p.off {
+		return nil
+	}
+	return t
+}
+
+// isNoop reports whether t can never record: a no-op tracer, or the global placeholder's
+// own tracer, which it hands out only while no provider is installed (once one is, the
+// placeholder hands out that provider's tracers instead).
+func isNoop(t trace.Tracer) bool {
+	if _, ok := t.(noop.Tracer); ok {
+		return true
+	}
+	rt := reflect.TypeOf(t)
+	if rt.Kind() == reflect.Pointer {
+		rt = rt.Elem()
+	}
+	return rt.PkgPath() == "go.opentelemetry.io/otel/internal/global"
+}
+
 // Start starts a span named name of the given kind, recording input, as a child of the
-// span in ctx. The returned context carries it, and its Genkit path, to children.
-func Start(ctx context.Context, name string, kind Kind, input any) (context.Context, *Span) {
+// span in ctx. The returned context carries it, and its Genkit path, to children. When
+// nothing would record the span, it returns ctx itself and a Span that does nothing,
+// having built nothing.
+func Start(ctx context.Context, name string, kind Kind, input any) (context.Context, Span) {
+	t := tracer()
+	if t == nil {
+		parent := trace.SpanFromContext(ctx)
+		if !parent.IsRecording() {
+			return ctx, Span{}
+		}
+		// The parent records, through a provider since replaced by a no-op one: its
+		// children go to the same provider.
+		t = parent.TracerProvider().Tracer(TracerName)
+	}
+	ctx, span := t.Start(ctx, name)
+	if !span.IsRecording() {
+		return ctx, Span{span: span}
+	}
 	parent, _ := ctx.Value(pathKey{}).(string)
 	path := parent + segment(name, kind)
-	ctx, span := otel.Tracer(TracerName).Start(ctx, name)
 	ctx = context.WithValue(ctx, pathKey{}, path)
-	if !span.IsRecording() {
-		return ctx, &Span{span: span}
-	}
-	attrs := []attribute.KeyValue{
+	attrs := make([]attribute.KeyValue, 0, 6)
+	attrs = append(attrs,
 		attribute.String(AttrName, name),
 		attribute.String(AttrType, kind.Type),
 		attribute.String(AttrPath, path),
-	}
+	)
 	if kind.Subtype != "" {
 		attrs = append(attrs, attribute.String(AttrSubtype, kind.Subtype))
 	}
@@ -91,7 +173,7 @@ func Start(ctx context.Context, name string, kind Kind, input any) (context.Cont
 		attrs = append(attrs, attribute.String(AttrInput, encode(input)))
 	}
 	span.SetAttributes(attrs...)
-	return ctx, &Span{span: span}
+	return ctx, Span{span: span}
 }
 
 // segment is the span's part of a Genkit path: {name,t:type,s:subtype}, or
@@ -112,13 +194,21 @@ func segment(name string, k Kind) string {
 	return b.String()
 }
 
+// Recording reports whether the span records: whether what is set on it is kept.
+func (s Span) Recording() bool { return s.span != nil && s.span.IsRecording() }
+
 // SetMetadata records genkit:metadata:<key> on the span.
-func (s *Span) SetMetadata(key, value string) {
-	s.span.SetAttributes(attribute.String(MetadataBase+key, value))
+func (s Span) SetMetadata(key, value string) {
+	if s.Recording() {
+		s.span.SetAttributes(attribute.String(MetadataBase+key, value))
+	}
 }
 
 // End ends the span with the operation's output, or its error.
-func (s *Span) End(output any, err error) {
+func (s Span) End(output any, err error) {
+	if s.span == nil {
+		return
+	}
 	if s.span.IsRecording() {
 		if err != nil {
 			s.span.SetAttributes(attribute.String(AttrState, "error"))
@@ -134,18 +224,85 @@ func (s *Span) End(output any, err error) {
 	s.span.End()
 }
 
-// encode is v as JSON, or a JSON string saying why it has none: a trace must not fail
-// a call.
+// FromContext returns the span in ctx, to add metadata to it: one that does nothing
+// when ctx carries none that records.
+func FromContext(ctx context.Context) Span {
+	if s := trace.SpanFromContext(ctx); s.IsRecording() {
+		return Span{span: s}
+	}
+	return Span{}
+}
+
+// encode is the JSON of v's view (see view), cut at MaxValueBytes, or a JSON string
+// saying why it has none: a trace must not fail a call.
 func encode(v any) string {
-	b, err := json.Marshal(v)
+	b, err := json.Marshal(view(v))
 	if err != nil {
 		b, _ = json.Marshal("not encodable as JSON: " + err.Error())
+	}
+	if len(b) > MaxValueBytes {
+		n := MaxValueBytes
+		for n > 0 && !utf8.RuneStart(b[n]) {
+			n--
+		}
+		b = b[:n]
 	}
 	return string(b)
 }
 
-// FromContext returns the span in ctx (a span that records nothing when there is none),
-// to add metadata to it.
-func FromContext(ctx context.Context) *Span {
-	return &Span{span: trace.SpanFromContext(ctx)}
+// view is what a span records of v: a request or a generate call with only its newest
+// messages (Tail), a response without the request it repeats, a Viewer's view, or v.
+func view(v any) any {
+	switch v := v.(type) {
+	case Viewer:
+		return v.TraceView()
+	case *abi.GenerateRequest:
+		if v == nil {
+			return v
+		}
+		c := *v
+		c.Messages = Tail(v.Messages)
+		return &c
+	case *abi.GenerateActionOptions:
+		if v == nil {
+			return v
+		}
+		c := *v
+		c.Messages = Tail(v.Messages)
+		return &c
+	case *abi.GenerateResponse:
+		if v == nil || v.Request == nil {
+			return v
+		}
+		c := *v
+		c.Request = nil
+		return &c
+	}
+	return v
+}
+
+// Tail is what a span records of a conversation, so that a span's cost does not grow
+// with the history: its first message if that is a system message (the prompt's
+// instructions), then the messages since the model last spoke (the user's input, or the
+// tool responses, that the next model call answers; at least the last message), at most
+// TailMessages in all, the newest kept.
+func Tail(msgs []*abi.Message) []*abi.Message {
+	start := len(msgs)
+	for start > 0 && msgs[start-1].Role != abi.RoleModel {
+		start--
+	}
+	if start == len(msgs) && start > 0 {
+		start--
+	}
+	head := 0
+	if len(msgs) > 0 && msgs[0].Role == abi.RoleSystem {
+		head = 1
+	}
+	start = max(start, head, len(msgs)-(TailMessages-head))
+	if start == head {
+		return msgs
+	}
+	out := make([]*abi.Message, 0, head+len(msgs)-start)
+	out = append(out, msgs[:head]...)
+	return append(out, msgs[start:]...)
 }

@@ -1,0 +1,193 @@
+package tracing_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent/tracing"
+)
+
+// startAndEnd is one traced operation as Terrarium's callers trace one.
+func startAndEnd(ctx context.Context, req *abi.GenerateRequest, resp *abi.GenerateResponse) {
+	ctx, span := tracing.Start(ctx, "m", tracing.Model, req)
+	tracing.FromContext(ctx).SetMetadata("k", "v")
+	span.End(resp, nil)
+}
+
+// TestNothingRecordsNothingAllocated must run first in this package: it is the only
+// time the global provider is OpenTelemetry's placeholder without a delegate (a test
+// that installs a provider and puts the placeholder back leaves it delegating).
+func TestNothingRecordsNothingAllocated(t *testing.T) {
+	req := &abi.GenerateRequest{Messages: []*abi.Message{abi.NewUserTextMessage("hi")}}
+	resp := &abi.GenerateResponse{Message: abi.NewModelTextMessage("hello")}
+	ctx := context.Background()
+	check := func(t *testing.T) {
+		if got, _ := tracing.Start(ctx, "m", tracing.Model, req); got != ctx {
+			t.Error("Start returned a new context though nothing records")
+		}
+		if n := testing.AllocsPerRun(100, func() { startAndEnd(ctx, req, resp) }); n != 0 {
+			t.Errorf("a span nothing records cost %v allocations, want 0", n)
+		}
+	}
+	t.Run("no provider", check)
+	t.Run("no-op provider", func(t *testing.T) {
+		prev := otel.GetTracerProvider()
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		defer otel.SetTracerProvider(prev)
+		check(t)
+	})
+}
+
+// record installs a recording provider for the test and returns what it records.
+func record(t *testing.T) *tracetest.SpanRecorder {
+	rec := tracetest.NewSpanRecorder()
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	return rec
+}
+
+// attrs returns the attributes of the span named name.
+func attrs(t *testing.T, rec *tracetest.SpanRecorder, name string) map[string]string {
+	t.Helper()
+	for _, s := range rec.Ended() {
+		if s.Name() == name {
+			m := map[string]string{}
+			for _, kv := range s.Attributes() {
+				m[string(kv.Key)] = kv.Value.Emit()
+			}
+			return m
+		}
+	}
+	t.Fatalf("no span %q ended", name)
+	return nil
+}
+
+// conversation is a system prompt and turns of a user's question and a model's answer.
+func conversation(turns int) []*abi.Message {
+	msgs := []*abi.Message{abi.NewSystemTextMessage("be brief")}
+	for i := range turns {
+		msgs = append(msgs, abi.NewUserTextMessage(fmt.Sprint("question ", i)), abi.NewModelTextMessage(fmt.Sprint("answer ", i)))
+	}
+	return msgs
+}
+
+func TestModelSpanRecordsTheNewestMessagesOnly(t *testing.T) {
+	rec := record(t)
+	msgs := append(conversation(500), abi.NewUserTextMessage("the new question"))
+	req := &abi.GenerateRequest{Messages: msgs}
+	resp := &abi.GenerateResponse{Message: abi.NewModelTextMessage("the answer"), Request: req}
+	_, span := tracing.Start(context.Background(), "m", tracing.Model, req)
+	span.End(resp, nil)
+
+	a := attrs(t, rec, "m")
+	var in abi.GenerateRequest
+	if err := json.Unmarshal([]byte(a[tracing.AttrInput]), &in); err != nil {
+		t.Fatalf("input %q: %v", a[tracing.AttrInput], err)
+	}
+	var texts []string
+	for _, m := range in.Messages {
+		texts = append(texts, m.Text())
+	}
+	if want := []string{"be brief", "the new question"}; strings.Join(texts, "|") != strings.Join(want, "|") {
+		t.Errorf("traced messages %q, want %q", texts, want)
+	}
+	if len(req.Messages) != len(msgs) {
+		t.Error("tracing changed the request")
+	}
+	if strings.Contains(a[tracing.AttrOutput], `"request"`) || !strings.Contains(a[tracing.AttrOutput], "the answer") {
+		t.Errorf("output %s: want the answer without the request it repeats", a[tracing.AttrOutput])
+	}
+}
+
+func TestTail(t *testing.T) {
+	sys := abi.NewSystemTextMessage("s")
+	u := abi.NewUserTextMessage("u")
+	m := abi.NewModelTextMessage("m")
+	tool := abi.NewMessage(abi.RoleTool, abi.NewTextPart("t"))
+	many := make([]*abi.Message, 20)
+	for i := range many {
+		many[i] = u
+	}
+	for _, c := range []struct {
+		name     string
+		in, want []*abi.Message
+	}{
+		{"empty", nil, nil},
+		{"first turn", []*abi.Message{sys, u}, []*abi.Message{sys, u}},
+		{"since the model spoke", []*abi.Message{sys, u, m, u, m, u}, []*abi.Message{sys, u}},
+		{"tool loop", []*abi.Message{u, m, u, m, tool}, []*abi.Message{tool}},
+		{"ends with the model", []*abi.Message{u, m}, []*abi.Message{m}},
+		{"no model, bounded", many, many[len(many)-tracing.TailMessages:]},
+		{"no model, bounded, with a prompt", append([]*abi.Message{sys}, many...), append([]*abi.Message{sys}, many[len(many)-tracing.TailMessages+1:]...)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := tracing.Tail(c.in)
+			if len(got) != len(c.want) {
+				t.Fatalf("Tail kept %d messages, want %d", len(got), len(c.want))
+			}
+			for i := range got {
+				if got[i] != c.want[i] {
+					t.Errorf("message %d is %s %q, want %s %q", i, got[i].Role, got[i].Text(), c.want[i].Role, c.want[i].Text())
+				}
+			}
+		})
+	}
+}
+
+func TestValuesAreCutAtMaxValueBytes(t *testing.T) {
+	rec := record(t)
+	big := strings.Repeat("é", tracing.MaxValueBytes) // two bytes each: a cut may fall inside one
+	_, span := tracing.Start(context.Background(), "t", tracing.Tool, map[string]string{"text": big})
+	span.End(big, nil)
+	a := attrs(t, rec, "t")
+	for _, k := range []string{tracing.AttrInput, tracing.AttrOutput} {
+		v := a[k]
+		if len(v) > tracing.MaxValueBytes || len(v) < tracing.MaxValueBytes-utf8.UTFMax {
+			t.Errorf("%s holds %d bytes, want at most %d", k, len(v), tracing.MaxValueBytes)
+		}
+		if !utf8.ValidString(v) {
+			t.Errorf("%s was cut inside a character", k)
+		}
+	}
+}
+
+func TestUnencodableValueIsSaidSo(t *testing.T) {
+	rec := record(t)
+	_, span := tracing.Start(context.Background(), "t", tracing.Tool, func() {})
+	span.End(nil, errors.New("kaput"))
+	a := attrs(t, rec, "t")
+	if !strings.Contains(a[tracing.AttrInput], "not encodable as JSON") || a[tracing.AttrState] != "error" {
+		t.Errorf("attributes %v", a)
+	}
+}
+
+// A span started under a recording parent records, even once the global provider
+// records nothing: the parent's trace stays whole.
+func TestChildOfARecordingSpanRecords(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	defer otel.SetTracerProvider(prev)
+	ctx, parent := tracing.Start(context.Background(), "parent", tracing.Flow, nil)
+	otel.SetTracerProvider(noop.NewTracerProvider())
+	_, child := tracing.Start(ctx, "child", tracing.Tool, 1)
+	child.End(2, nil)
+	parent.End(nil, nil)
+	a := attrs(t, rec, "child")
+	if a[tracing.AttrPath] != "/{parent,t:flow}/{child,t:action,s:tool}" || a[tracing.AttrInput] != "1" {
+		t.Errorf("child attributes %v", a)
+	}
+}
