@@ -23,7 +23,7 @@ func TestConnectAnyStreamsStatusAndStateAsJSON(t *testing.T) {
 	if conn.SessionID() != "s1" {
 		t.Errorf("SessionID() = %q, want s1", conn.SessionID())
 	}
-	if err := conn.Send(&session.SessionFlowInput{Messages: say("hello").Messages}); err != nil {
+	if err := conn.Send(&session.SessionFlowInput{Messages: say("hello").Messages, CustomPatches: true}); err != nil {
 		t.Fatal(err)
 	}
 	var status, text, snapshot, patch string

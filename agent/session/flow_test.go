@@ -79,7 +79,7 @@ func echoModel() *testmodel.Model {
 // turn sends text and collects the turn's stream, summarised as a list of kinds.
 func turn(t *testing.T, conn *session.SessionFlowConnection[ChatStatus, ChatState], text string) (kinds []string, snapshotID, answer string) {
 	t.Helper()
-	if err := conn.SendText(text); err != nil {
+	if err := conn.Send(&session.SessionFlowInput{Messages: []*abi.Message{abi.NewUserTextMessage(text)}, CustomPatches: true}); err != nil {
 		t.Fatal(err)
 	}
 	for c, err := range conn.Receive() {

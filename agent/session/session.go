@@ -27,7 +27,8 @@ type Session[State any] struct {
 	// LockUpdates); mu protects each single access.
 	updates sync.Mutex
 
-	// onCustom is called after each change of the custom state (customPatch chunks).
+	// onCustom is called after each change of the custom state: it marks the state
+	// changed, for the customPatch chunk streamed at the next chunk (customPatcher).
 	onCustom func()
 
 	// snapMu is held while a snapshot is saved, so that a detach writes its pending

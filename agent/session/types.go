@@ -109,6 +109,10 @@ type SessionFlowInput struct {
 	// pending snapshot, which the turn settles when it ends (completed or failed) unless
 	// it is aborted first. It needs a snapshot store.
 	Detach bool `json:"detach,omitempty"`
+	// CustomPatches asks for the turn's changes of the custom state, as customPatch
+	// chunks (SessionFlowStreamChunk.CustomPatch). A turn that does not ask streams
+	// none, and no one computes them: ask when you apply them.
+	CustomPatches bool `json:"customPatches,omitempty"`
 }
 
 // SessionFlowOutput is the final result of a connection. (Seed 003 calls it
@@ -137,10 +141,13 @@ type SessionFlowStreamChunk[Stream any] struct {
 	Status Stream `json:"status,omitzero"`
 	// Artifact is an artifact just produced.
 	Artifact *abi.Artifact `json:"artifact,omitempty"`
-	// CustomPatch is a change of the session's custom state, as it happened: an RFC 6902
-	// JSON Patch. A connection's first one replaces the whole document (path ""); each
-	// later one patches the document before it, so a client applying them in order holds
-	// the state the next snapshot stores. A detached turn streams none.
+	// CustomPatch is a change of the session's custom state: an RFC 6902 JSON Patch,
+	// streamed only in a turn whose input asked (SessionFlowInput.CustomPatches). It
+	// comes before the chunk it precedes and before the turn's end, with what changed
+	// since the last one: a turn's first one replaces the whole document (path ""), so a
+	// client that missed earlier turns catches up; each later one in the turn patches the
+	// document before it. A client applying a turn's patches in order holds the state the
+	// turn's snapshot stores. A detached turn streams none.
 	CustomPatch json.RawMessage `json:"customPatch,omitempty"`
 	// SnapshotCreated is the ID of a snapshot just persisted.
 	SnapshotCreated string `json:"snapshotCreated,omitempty"`
