@@ -338,3 +338,27 @@ func TestSchemaValidatorRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutInjected: injected parts are dropped from copies of their messages; a
+// history holding none is returned as it is, without allocating, so a request's cost
+// does not grow with the history.
+func TestWithoutInjected(t *testing.T) {
+	var history []*abi.Message
+	for range 500 {
+		history = append(history, abi.NewUserTextMessage("q"), abi.NewModelTextMessage("a"))
+	}
+	if n := testing.AllocsPerRun(20, func() { abi.WithoutInjected(history) }); n != 0 {
+		t.Errorf("a history without injected parts cost %v allocations, want 0", n)
+	}
+	if got := abi.WithoutInjected(history); &got[0] != &history[0] {
+		t.Error("a history without injected parts was copied")
+	}
+	injected := abi.NewTextPart("format instructions")
+	injected.Metadata = map[string]any{"purpose": abi.PurposeOutput}
+	withPart := abi.NewUserMessage(abi.NewTextPart("q"), injected)
+	msgs := []*abi.Message{history[0], withPart}
+	got := abi.WithoutInjected(msgs)
+	if got[0] != history[0] || len(got[1].Content) != 1 || got[1].Content[0].Text != "q" || len(withPart.Content) != 2 || msgs[1] != withPart {
+		t.Errorf("without injected: %+v; the original changed: %v", got[1].Content, len(withPart.Content) != 2 || msgs[1] != withPart)
+	}
+}

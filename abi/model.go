@@ -3,6 +3,7 @@ package abi
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 )
 
 // FinishReason says why a model stopped generating.
@@ -165,17 +166,16 @@ func WithoutInjected(msgs []*Message) []*Message {
 	out := msgs
 	copied := false
 	for i, m := range msgs {
-		keep := m.Content[:0:0]
-		dropped := false
-		for _, p := range m.Content {
-			if Injected(p) {
-				dropped = true
-				continue
-			}
-			keep = append(keep, p)
-		}
-		if !dropped {
+		// Looked for first: a request carries the whole history, whose messages seldom
+		// hold any, and a copy of each would grow every call's cost with the history.
+		if !slices.ContainsFunc(m.Content, Injected) {
 			continue
+		}
+		keep := make([]*Part, 0, len(m.Content)-1)
+		for _, p := range m.Content {
+			if !Injected(p) {
+				keep = append(keep, p)
+			}
 		}
 		if !copied {
 			out = append([]*Message(nil), msgs...)

@@ -75,24 +75,26 @@ func BenchmarkGenerate(b *testing.B) {
 	}
 }
 
-// TestGenerateAllocations holds Generate with a no-op tracer to its allocations with
-// tracing costing none (at aac81be, before tracing asked first whether anything
-// records: 41 for the plain call, 166 for the tool loop). Before tracing existed
-// (9eb5be3) this benchmark's calls allocated 19 and 125 times: the 5 and 7 more are the
-// typed options of the same restructuring (each option a value behind an interface,
-// and the map recording which option set what), not tracing.
+// TestGenerateAllocations holds Generate with a no-op tracer to what it allocates now
+// that tracing asks first whether anything records (at aac81be it did not: 41
+// allocations for the plain call, 166 for the tool loop). Before tracing existed
+// (9eb5be3) this benchmark's calls allocated 19 and 125 times: the 3 and 2 more are
+// the typed options of the same restructuring (each option a value behind an
+// interface, and the map recording which option set what), not tracing, whose share
+// is none.
 func TestGenerateAllocations(t *testing.T) {
 	prev := otel.GetTracerProvider()
 	otel.SetTracerProvider(noop.NewTracerProvider())
 	defer otel.SetTracerProvider(prev)
 	cases := generateCases()
-	for name, most := range map[string]float64{"plain": 24, "toolloop": 132} {
+	for name, most := range map[string]float64{"plain": 22, "toolloop": 127} {
 		call := cases[name]
 		var err error
 		n := testing.AllocsPerRun(50, func() { err = call() })
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("Generate (%s): %v allocations", name, n)
 		if n > most {
 			t.Errorf("Generate (%s) allocated %v times, want at most %v", name, n, most)
 		}

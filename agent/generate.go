@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 
 	"github.com/terrarium-ai/terrarium/abi"
@@ -180,7 +181,9 @@ func (c *call) run(ctx context.Context, a *abi.GenerateActionOptions) (*abi.Gene
 	if err := checkConfig(model, a.Config); err != nil {
 		return nil, err
 	}
-	msgs := append([]*abi.Message(nil), a.Messages...)
+	// Clipped, not copied: the loop's appends then copy a.Messages when, and only
+	// when, there is a tool round, so a plain call does not copy the history.
+	msgs := slices.Clip(a.Messages)
 	index := 0 // index of the next message this call produces, for chunks
 	if a.Resume != nil {
 		done, err := c.resume(ctx, model, a.Resume, &msgs)
