@@ -1,0 +1,145 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
+)
+
+// This file is also built against commit 9eb5be3 (before the restructuring, where
+// these names were agent's) to compare the turn side by side: see BENCHMARKS.md.
+
+// turnFlow is a chat flow: each turn adds the input, streams a status and the model's
+// answer, records the answer and, when custom is set, adds the input's text to the
+// custom state's topics.
+func turnFlow(r *agent.Registry, m agent.Model, custom bool, opts ...session.SessionFlowOption[ChatState]) *session.SessionFlow[ChatStatus, ChatState] {
+	return session.DefineSessionFlow(r, "chat",
+		func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[ChatStatus], params *session.SessionFlowParams[ChatStatus, ChatState]) error {
+			sess := params.Session
+			for input := range inCh {
+				sess.AddMessages(input.Messages...)
+				if err := resp.SendStatus(ChatStatus{Phase: "generating"}); err != nil {
+					return err
+				}
+				for v, err := range agent.GenerateStream(ctx, r, agent.WithModel(m), agent.WithMessages(sess.Messages()...)) {
+					if err != nil {
+						return err
+					}
+					if v.Done {
+						sess.AddMessages(v.Response.Message)
+						continue
+					}
+					if err := resp.SendChunk(v.Chunk); err != nil {
+						return err
+					}
+				}
+				if custom {
+					sess.UpdateCustom(func(c ChatState) ChatState {
+						c.Topics = append(slices.Clone(c.Topics), input.Messages[0].Text())
+						return c
+					})
+				}
+				if err := resp.EndTurn(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, opts...)
+}
+
+// runTurns runs b.N turns of the flow, each on a connection opened with opts and
+// renewed every 50 turns, so a connection's history grows by at most 100 messages; in
+// asks each turn's input.
+func runTurns(b *testing.B, flow *session.SessionFlow[ChatStatus, ChatState], in *session.SessionFlowInput, opts ...session.StreamBidiOption[ChatState]) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var conn *session.SessionFlowConnection[ChatStatus, ChatState]
+	for i := 0; i < b.N; i++ {
+		if i%50 == 0 {
+			if conn != nil {
+				conn.Close()
+				if _, err := conn.Output(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var err error
+			if conn, err = flow.StreamBidi(ctx, opts...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := conn.Send(in); err != nil {
+			b.Fatal(err)
+		}
+		for _, err := range conn.Receive() {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	conn.Close()
+	if _, err := conn.Output(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkSessionFlowTurn measures one SessionFlow turn (send, model, stream, EndTurn)
+// with an instant model: a turn that changes no custom state, one that changes it
+// (updated), and one that changes it and asks for its patches (streamed); without
+// snapshots, and with a snapshot every turn in memory and in Badger (durable: each
+// snapshot is synced to disk before EndTurn returns).
+func BenchmarkSessionFlowTurn(b *testing.B) {
+	model := instantModel()
+	input := []*abi.Message{abi.NewUserTextMessage("What are channels used for?")}
+	stores := benchStores(b)
+	for _, custom := range []string{"none", "updated", "streamed"} {
+		in := &session.SessionFlowInput{Messages: input}
+		if custom == "streamed" {
+			in.CustomPatches = true // not at 9eb5be3, which had no patches
+		}
+		for _, snaps := range []string{"off", "memory", "badger"} {
+			b.Run("custom="+custom+"/snapshots="+snaps, func(b *testing.B) {
+				var opts []session.SessionFlowOption[ChatState]
+				if snaps != "off" {
+					opts = append(opts, session.WithSnapshotStore(session.NewSnapshotStore[ChatState](stores[snaps](b))))
+				}
+				runTurns(b, turnFlow(agent.NewRegistry(), model, custom != "none", opts...), in)
+			})
+		}
+	}
+}
+
+// BenchmarkSessionFlowTurnHistory measures a turn of a conversation 10 and 1,000
+// messages long (a client-kept state: each connection starts from it, 50 turns a
+// connection), with no tracer and under a recording OpenTelemetry SDK tracer (no
+// exporter: what is measured is the spans' making): a turn's cost must not grow with
+// the history.
+func BenchmarkSessionFlowTurnHistory(b *testing.B) {
+	model := instantModel()
+	in := &session.SessionFlowInput{Messages: []*abi.Message{abi.NewUserTextMessage("What are channels used for?")}}
+	for _, tracer := range []string{"none", "recording"} {
+		for _, n := range []int{10, 1000} {
+			b.Run(fmt.Sprintf("tracer=%s/history=%d", tracer, n), func(b *testing.B) {
+				if tracer == "recording" {
+					prev := otel.GetTracerProvider()
+					otel.SetTracerProvider(sdktrace.NewTracerProvider())
+					defer otel.SetTracerProvider(prev)
+				}
+				var history []*abi.Message
+				for turn := range n / 2 {
+					history = append(history, chatTurn(turn)...)
+				}
+				flow := turnFlow(agent.NewRegistry(), model, true)
+				runTurns(b, flow, in, session.WithState(&session.SessionState[ChatState]{Messages: history}))
+			})
+		}
+	}
+}
