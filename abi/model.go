@@ -3,7 +3,6 @@ package abi
 import (
 	"encoding/json"
 	"errors"
-	"slices"
 )
 
 // FinishReason says why a model stopped generating.
@@ -156,6 +155,9 @@ const (
 // Injected reports whether p is a part a generate call injected (PurposeOutput or
 // PurposeContext).
 func Injected(p *Part) bool {
+	if p.Metadata == nil { // most parts: checked without a map lookup, for long histories
+		return false
+	}
 	purpose, _ := p.Metadata["purpose"].(string)
 	return purpose == PurposeOutput || purpose == PurposeContext
 }
@@ -168,7 +170,7 @@ func WithoutInjected(msgs []*Message) []*Message {
 	for i, m := range msgs {
 		// Looked for first: a request carries the whole history, whose messages seldom
 		// hold any, and a copy of each would grow every call's cost with the history.
-		if !slices.ContainsFunc(m.Content, Injected) {
+		if !hasInjected(m.Content) {
 			continue
 		}
 		keep := make([]*Part, 0, len(m.Content)-1)
@@ -186,6 +188,17 @@ func WithoutInjected(msgs []*Message) []*Message {
 		out[i] = &c
 	}
 	return out
+}
+
+// hasInjected reports whether parts holds an injected part: a loop the compiler
+// inlines Injected's first test into, as it is run over whole histories.
+func hasInjected(parts []*Part) bool {
+	for _, p := range parts {
+		if p.Metadata != nil && Injected(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrNoJSON is returned by Output when a response's text holds no JSON value.

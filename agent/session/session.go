@@ -79,11 +79,14 @@ func (s *Session[State]) copyState() *SessionState[State] {
 	return &c
 }
 
-// Messages returns the conversation so far.
+// Messages returns the conversation so far: the session's own slice, clipped, so that a
+// turn does not copy the whole history to read it. Appending to it copies it; writing
+// into it is not allowed (SetMessages changes the history). Later additions to the
+// session do not show in it.
 func (s *Session[State]) Messages() []*abi.Message {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return slices.Clone(s.state.Messages)
+	return slices.Clip(s.state.Messages)
 }
 
 // AddMessages appends messages to the conversation.
