@@ -362,3 +362,34 @@ func TestWithoutInjected(t *testing.T) {
 		t.Errorf("without injected: %+v; the original changed: %v", got[1].Content, len(withPart.Content) != 2 || msgs[1] != withPart)
 	}
 }
+
+// TestMessageEncoding: messages and text parts, written out by hand for speed, encode
+// exactly as encoding/json encodes their fields: HTML and line separators escaped, an
+// empty content as [], metadata only when set.
+func TestMessageEncoding(t *testing.T) {
+	tagged := abi.NewTextPart("x")
+	tagged.Metadata = map[string]any{"purpose": "output"}
+	withMeta := abi.NewModelTextMessage("x")
+	withMeta.Metadata = map[string]any{"k": 1}
+	for _, c := range []struct {
+		v    any
+		want string
+	}{
+		{abi.NewTextPart("a<b>&\"é\u2028"), `{"text":"a\u003cb\u003e\u0026\"é\u2028"}`},
+		{tagged, `{"text":"x","metadata":{"purpose":"output"}}`},
+		{&abi.Message{Role: abi.RoleUser}, `{"role":"user","content":[]}`},
+		{&abi.Message{Role: `a"b<`}, `{"role":"a\"b\u003c","content":[]}`},
+		{&abi.Message{Role: abi.RoleUser, Content: []*abi.Part{nil}}, `{"role":"user","content":[null]}`},
+		{withMeta, `{"role":"model","content":[{"text":"x"}],"metadata":{"k":1}}`},
+		{&abi.Message{Role: abi.RoleTool, Content: []*abi.Part{abi.NewTextPart("a"), tagged}, Metadata: map[string]any{}},
+			`{"role":"tool","content":[{"text":"a"},{"text":"x","metadata":{"purpose":"output"}}]}`},
+	} {
+		got, err := json.Marshal(c.v)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%+v encodes as %s (%v), want %s", c.v, got, err, c.want)
+		}
+	}
+	if _, err := json.Marshal(abi.NewUserMessage(&abi.Part{Kind: abi.PartMedia})); err == nil {
+		t.Error("a message holding a media part without media encoded")
+	}
+}

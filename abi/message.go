@@ -151,12 +151,47 @@ func concatText(parts []*Part, kind PartKind) string {
 
 // MarshalJSON encodes m with "content" always present, as Genkit's schema requires.
 func (m Message) MarshalJSON() ([]byte, error) {
-	type plain Message
-	c := plain(m)
-	if c.Content == nil {
-		c.Content = []*Part{}
+	// Written out rather than through a copy encoding/json reflects over: messages are
+	// what snapshots, streams and traces encode most, and each level of MarshalJSON
+	// encoding/json goes through costs a full encoding of what is below it.
+	b := make([]byte, 0, 64)
+	b = append(b, `{"role":`...)
+	if m.Role.Valid() { // a word: nothing to escape
+		b = append(b, '"')
+		b = append(b, m.Role...)
+		b = append(b, '"')
+	} else {
+		role, err := json.Marshal(m.Role)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, role...)
 	}
-	return json.Marshal(c)
+	b = append(b, `,"content":[`...)
+	for i, p := range m.Content {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if p == nil {
+			b = append(b, "null"...)
+			continue
+		}
+		part, err := p.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, part...)
+	}
+	b = append(b, ']')
+	if len(m.Metadata) > 0 {
+		md, err := json.Marshal(m.Metadata)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"metadata":`...)
+		b = append(b, md...)
+	}
+	return append(b, '}'), nil
 }
 
 // UnmarshalJSON decodes a message and rejects an unknown role.

@@ -177,6 +177,12 @@ func cloneMap(m map[string]any) map[string]any {
 // MarshalJSON encodes p in Genkit's format: an object with the key of its kind and,
 // when set, "metadata".
 func (p Part) MarshalJSON() ([]byte, error) {
+	if p.Kind == PartText && len(p.Metadata) == 0 {
+		// Most parts: one string, without the wrapper of every kind.
+		return json.Marshal(struct {
+			Text string `json:"text"`
+		}{p.Text})
+	}
 	var w struct {
 		Text         *string         `json:"text,omitempty"`
 		Media        *Media          `json:"media,omitempty"`

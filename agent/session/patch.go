@@ -117,40 +117,71 @@ func diffValue(ops *jsondiff.Patch, path string, old, cur gjson.Result) error {
 	}
 }
 
-// diffObject patches the members of the object old into those of cur: changed ones
-// (descending), added ones, then removed ones.
+// diffObject patches the members of the object old into those of cur. encoding/json
+// writes a type's members in one order (a struct's fields as declared, a map's keys
+// sorted), so the two lists line up but where members were added or removed: the
+// common head and tail are compared pairwise, and only the members between them are
+// matched by name.
 func diffObject(ops *jsondiff.Patch, path string, old, cur gjson.Result) error {
-	type member struct {
-		value gjson.Result
-		kept  bool
+	o, c := members(old), members(cur)
+	head := 0
+	for head < len(o) && head < len(c) && o[head].name == c[head].name {
+		head++
 	}
-	var names []string
-	members := map[string]*member{}
-	old.ForEach(func(k, v gjson.Result) bool {
-		names = append(names, k.Str)
-		members[k.Str] = &member{value: v}
-		return true
-	})
-	var err error
-	cur.ForEach(func(k, v gjson.Result) bool {
-		p := path + "/" + pointerEscaper.Replace(k.Str)
-		if m := members[k.Str]; m != nil {
-			m.kept = true
-			err = diffValue(ops, p, m.value, v)
-			return err == nil
+	oe, ce := len(o), len(c)
+	for oe > head && ce > head && o[oe-1].name == c[ce-1].name {
+		oe--
+		ce--
+	}
+	member := func(name string) string { return path + "/" + pointerEscaper.Replace(name) }
+	pairs := func(o, c []rawMember) error {
+		for i := range o {
+			if err := diffValue(ops, member(o[i].name), gjson.Parse(o[i].raw), gjson.Parse(c[i].raw)); err != nil {
+				return err
+			}
 		}
-		*ops = append(*ops, jsondiff.Operation{Type: jsondiff.OperationAdd, Path: p, Value: json.RawMessage(v.Raw)})
-		return true
-	})
-	if err != nil {
+		return nil
+	}
+	if err := pairs(o[:head], c[:head]); err != nil {
 		return err
 	}
-	for _, name := range names {
-		if !members[name].kept {
-			*ops = append(*ops, jsondiff.Operation{Type: jsondiff.OperationRemove, Path: path + "/" + pointerEscaper.Replace(name)})
+	if oe > head || ce > head {
+		was := make(map[string]int, oe-head)
+		for i, m := range o[head:oe] {
+			was[m.name] = i
+		}
+		kept := make([]bool, oe-head)
+		for _, m := range c[head:ce] {
+			i, ok := was[m.name]
+			if !ok {
+				*ops = append(*ops, jsondiff.Operation{Type: jsondiff.OperationAdd, Path: member(m.name), Value: json.RawMessage(m.raw)})
+				continue
+			}
+			kept[i] = true
+			if err := diffValue(ops, member(m.name), gjson.Parse(o[head+i].raw), gjson.Parse(m.raw)); err != nil {
+				return err
+			}
+		}
+		for i, m := range o[head:oe] {
+			if !kept[i] {
+				*ops = append(*ops, jsondiff.Operation{Type: jsondiff.OperationRemove, Path: member(m.name)})
+			}
 		}
 	}
-	return nil
+	return pairs(o[oe:], c[ce:])
+}
+
+// rawMember is an object's member, its value as raw JSON.
+type rawMember struct{ name, raw string }
+
+// members lists the members of an object, in order, without decoding their values.
+func members(obj gjson.Result) []rawMember {
+	var out []rawMember
+	obj.ForEach(func(k, v gjson.Result) bool {
+		out = append(out, rawMember{k.Str, v.Raw})
+		return true
+	})
+	return out
 }
 
 // pointerEscaper escapes an object member's name as a JSON Pointer token (RFC 6901).
