@@ -16,7 +16,6 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
-	"strings"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -155,7 +154,10 @@ func Start(ctx context.Context, name string, kind Kind, input any) (context.Cont
 		return ctx, Span{span: span}
 	}
 	parent, _ := ctx.Value(pathKey{}).(string)
-	path := parent + segment(name, kind)
+	path := segment(name, kind)
+	if parent != "" {
+		path = parent + path
+	}
 	ctx = context.WithValue(ctx, pathKey{}, path)
 	attrs := make([]attribute.KeyValue, 0, 6)
 	attrs = append(attrs,
@@ -179,19 +181,14 @@ func Start(ctx context.Context, name string, kind Kind, input any) (context.Cont
 // segment is the span's part of a Genkit path: {name,t:type,s:subtype}, or
 // {name,t:flow} and {name,t:util} for those subtypes, as Genkit writes them.
 func segment(name string, k Kind) string {
-	var b strings.Builder
-	b.WriteString("/{")
-	b.WriteString(name)
 	switch {
 	case k.Subtype == "flow" || k.Subtype == "util":
-		b.WriteString(",t:" + k.Subtype)
+		return "/{" + name + ",t:" + k.Subtype + "}"
 	case k.Subtype != "":
-		b.WriteString(",t:" + k.Type + ",s:" + k.Subtype)
+		return "/{" + name + ",t:" + k.Type + ",s:" + k.Subtype + "}"
 	default:
-		b.WriteString(",t:" + k.Type)
+		return "/{" + name + ",t:" + k.Type + "}"
 	}
-	b.WriteString("}")
-	return b.String()
 }
 
 // Recording reports whether the span records: whether what is set on it is kept.
@@ -214,11 +211,10 @@ func (s Span) End(output any, err error) {
 			s.span.SetAttributes(attribute.String(AttrState, "error"))
 			s.span.RecordError(err)
 			s.span.SetStatus(codes.Error, err.Error())
+		} else if output != nil {
+			s.span.SetAttributes(attribute.String(AttrState, "success"), attribute.String(AttrOutput, encode(output)))
 		} else {
 			s.span.SetAttributes(attribute.String(AttrState, "success"))
-			if output != nil {
-				s.span.SetAttributes(attribute.String(AttrOutput, encode(output)))
-			}
 		}
 	}
 	s.span.End()
@@ -262,6 +258,7 @@ func view(v any) any {
 		}
 		c := *v
 		c.Messages = Tail(v.Messages)
+		c.Tools = Tools(v.Tools)
 		return &c
 	case *abi.GenerateActionOptions:
 		if v == nil {
@@ -279,6 +276,22 @@ func view(v any) any {
 		return &c
 	}
 	return v
+}
+
+// Tools is what a span records of the tools a request offers: their names and
+// descriptions, without their schemas, which do not change from call to call and cost
+// more to encode than the rest of a request.
+func Tools(defs []*abi.ToolDefinition) []*abi.ToolDefinition {
+	if len(defs) == 0 {
+		return defs
+	}
+	out := make([]abi.ToolDefinition, len(defs))
+	ptrs := make([]*abi.ToolDefinition, len(defs))
+	for i, d := range defs {
+		out[i] = abi.ToolDefinition{Name: d.Name, Description: d.Description}
+		ptrs[i] = &out[i]
+	}
+	return ptrs
 }
 
 // Tail is what a span records of a conversation, so that a span's cost does not grow
