@@ -136,6 +136,9 @@ func diffObject(ops *jsondiff.Patch, path string, old, cur gjson.Result) error {
 	member := func(name string) string { return path + "/" + pointerEscaper.Replace(name) }
 	pairs := func(o, c []rawMember) error {
 		for i := range o {
+			if o[i].raw == c[i].raw {
+				continue
+			}
 			if err := diffValue(ops, member(o[i].name), gjson.Parse(o[i].raw), gjson.Parse(c[i].raw)); err != nil {
 				return err
 			}
