@@ -389,6 +389,31 @@ func TestMessageEncoding(t *testing.T) {
 			t.Errorf("%+v encodes as %s (%v), want %s", c.v, got, err, c.want)
 		}
 	}
+	// Every kind of part, with metadata and without.
+	md := map[string]any{"k": "<v>"}
+	parts := []*abi.Part{
+		abi.NewTextPart(""), abi.NewReasoningPart("why"), abi.NewMediaPart("image/png", "data:x"),
+		abi.NewToolRequestPart(&abi.ToolRequest{Name: "add", Ref: "1", Input: map[string]any{"b": 2.0, "a": 1.0}}),
+		abi.NewToolResponsePart(&abi.ToolResponse{Name: "add", Ref: "1", Output: 3}),
+		abi.NewCustomPart(nil), abi.NewCustomPart(map[string]any{"x": true}), abi.NewDataPart([]any{1, "two"}), abi.NewResourcePart("file:///a"),
+	}
+	wants := []string{
+		`{"text":""}`, `{"reasoning":"why"}`, `{"media":{"url":"data:x","contentType":"image/png"}}`,
+		`{"toolRequest":{"ref":"1","name":"add","input":{"a":1,"b":2}}}`,
+		`{"toolResponse":{"ref":"1","name":"add","output":3}}`,
+		`{"custom":{}}`, `{"custom":{"x":true}}`, `{"data":[1,"two"]}`, `{"resource":{"uri":"file:///a"}}`,
+	}
+	for i, p := range parts {
+		got, err := json.Marshal(p)
+		if err != nil || string(got) != wants[i] {
+			t.Errorf("part %d encodes as %s (%v), want %s", i, got, err, wants[i])
+		}
+		p.Metadata = md
+		want := wants[i][:len(wants[i])-1] + `,"metadata":{"k":"\u003cv\u003e"}}`
+		if got, err := json.Marshal(p); err != nil || string(got) != want {
+			t.Errorf("part %d with metadata encodes as %s (%v), want %s", i, got, err, want)
+		}
+	}
 	if _, err := json.Marshal(abi.NewUserMessage(&abi.Part{Kind: abi.PartMedia})); err == nil {
 		t.Error("a message holding a media part without media encoded")
 	}
