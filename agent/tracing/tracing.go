@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"sync/atomic"
 	"unicode/utf8"
+	"unsafe"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -243,7 +244,12 @@ func encode(v any) string {
 		}
 		b = b[:n]
 	}
-	return string(b)
+	if len(b) == 0 {
+		return ""
+	}
+	// b is the encoder's fresh copy, never written again: it is the string, without a
+	// second copy.
+	return unsafe.String(&b[0], len(b))
 }
 
 // view is what a span records of v: a request or a generate call with only its newest
@@ -256,17 +262,14 @@ func view(v any) any {
 		if v == nil {
 			return v
 		}
-		c := *v
-		c.Messages = Tail(v.Messages)
-		c.Tools = Tools(v.Tools)
-		return &c
+		return &requestView{Messages: Tail(v.Messages), Config: v.Config, Tools: toolViews(v.Tools),
+			ToolChoice: v.ToolChoice, Output: v.Output, Docs: v.Docs}
 	case *abi.GenerateActionOptions:
 		if v == nil {
 			return v
 		}
-		c := *v
-		c.Messages = Tail(v.Messages)
-		return &c
+		return &optionsView{Model: v.Model, Docs: v.Docs, Messages: Tail(v.Messages), Tools: v.Tools, ToolChoice: v.ToolChoice,
+			Config: v.Config, Output: v.Output, Resume: v.Resume, ReturnToolRequests: v.ReturnToolRequests, MaxTurns: v.MaxTurns}
 	case *abi.GenerateResponse:
 		if v == nil || v.Request == nil {
 			return v
@@ -278,20 +281,50 @@ func view(v any) any {
 	return v
 }
 
-// Tools is what a span records of the tools a request offers: their names and
-// descriptions, without their schemas, which do not change from call to call and cost
+// requestView is what a span records of a model request: Genkit's GenerateRequest, its
+// messages cut (Tail) and its tools named, encoded in one pass (abi.GenerateRequest's
+// own encoding goes through a copy of itself).
+type requestView struct {
+	Messages   []*abi.Message    `json:"messages"`
+	Config     any               `json:"config,omitempty"`
+	Tools      []toolView        `json:"tools,omitzero"`
+	ToolChoice abi.ToolChoice    `json:"toolChoice,omitempty"`
+	Output     *abi.OutputConfig `json:"output,omitempty"`
+	Docs       []*abi.Document   `json:"docs,omitempty"`
+}
+
+// optionsView is what a span records of a generate call: Genkit's
+// GenerateActionOptions, its messages cut (Tail), encoded in one pass.
+type optionsView struct {
+	Model              string                          `json:"model,omitempty"`
+	Docs               []*abi.Document                 `json:"docs,omitempty"`
+	Messages           []*abi.Message                  `json:"messages"`
+	Tools              []string                        `json:"tools,omitempty"`
+	ToolChoice         abi.ToolChoice                  `json:"toolChoice,omitempty"`
+	Config             any                             `json:"config,omitempty"`
+	Output             *abi.GenerateActionOutputConfig `json:"output,omitempty"`
+	Resume             *abi.Resume                     `json:"resume,omitempty"`
+	ReturnToolRequests bool                            `json:"returnToolRequests,omitempty"`
+	MaxTurns           int                             `json:"maxTurns,omitempty"`
+}
+
+// toolView is what a span records of a tool a request offers: its name and
+// description, without its schemas, which do not change from call to call and cost
 // more to encode than the rest of a request.
-func Tools(defs []*abi.ToolDefinition) []*abi.ToolDefinition {
+type toolView struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
+func toolViews(defs []*abi.ToolDefinition) []toolView {
 	if len(defs) == 0 {
-		return defs
+		return nil
 	}
-	out := make([]abi.ToolDefinition, len(defs))
-	ptrs := make([]*abi.ToolDefinition, len(defs))
+	out := make([]toolView, len(defs))
 	for i, d := range defs {
-		out[i] = abi.ToolDefinition{Name: d.Name, Description: d.Description}
-		ptrs[i] = &out[i]
+		out[i] = toolView{d.Name, d.Description}
 	}
-	return ptrs
+	return out
 }
 
 // Tail is what a span records of a conversation, so that a span's cost does not grow

@@ -86,7 +86,9 @@ func conversation(turns int) []*abi.Message {
 func TestModelSpanRecordsTheNewestMessagesOnly(t *testing.T) {
 	rec := record(t)
 	msgs := append(conversation(500), abi.NewUserTextMessage("the new question"))
-	req := &abi.GenerateRequest{Messages: msgs}
+	req := &abi.GenerateRequest{Messages: msgs, Config: map[string]any{"temperature": 0.5}, ToolChoice: abi.ToolChoiceAuto,
+		Output: &abi.OutputConfig{Format: "json"}, Docs: []*abi.Document{{Content: []*abi.Part{abi.NewTextPart("doc")}}},
+		Tools: []*abi.ToolDefinition{{Name: "add", Description: "adds", InputSchema: map[string]any{"type": "object"}}}}
 	resp := &abi.GenerateResponse{Message: abi.NewModelTextMessage("the answer"), Request: req}
 	_, span := tracing.Start(context.Background(), "m", tracing.Model, req)
 	span.End(resp, nil)
@@ -105,6 +107,19 @@ func TestModelSpanRecordsTheNewestMessagesOnly(t *testing.T) {
 	}
 	if len(req.Messages) != len(msgs) {
 		t.Error("tracing changed the request")
+	}
+	// Every field of the request is recorded, the tools without their schemas.
+	var got, whole map[string]any
+	json.Unmarshal([]byte(a[tracing.AttrInput]), &got)
+	raw, _ := json.Marshal(req)
+	json.Unmarshal(raw, &whole)
+	for k := range whole {
+		if _, ok := got[k]; !ok {
+			t.Errorf("the traced request has no %q", k)
+		}
+	}
+	if tools := fmt.Sprint(got["tools"]); tools != "[map[description:adds name:add]]" {
+		t.Errorf("traced tools %s, want their names and descriptions", tools)
 	}
 	if strings.Contains(a[tracing.AttrOutput], `"request"`) || !strings.Contains(a[tracing.AttrOutput], "the answer") {
 		t.Errorf("output %s: want the answer without the request it repeats", a[tracing.AttrOutput])
@@ -189,5 +204,28 @@ func TestChildOfARecordingSpanRecords(t *testing.T) {
 	a := attrs(t, rec, "child")
 	if a[tracing.AttrPath] != "/{parent,t:flow}/{child,t:action,s:tool}" || a[tracing.AttrInput] != "1" {
 		t.Errorf("child attributes %v", a)
+	}
+}
+
+// TestGenerateSpanRecordsEveryOption: a generate call's span records every option the
+// call was given, its messages cut to the newest.
+func TestGenerateSpanRecordsEveryOption(t *testing.T) {
+	rec := record(t)
+	opts := &abi.GenerateActionOptions{Model: "m", Docs: []*abi.Document{{Content: []*abi.Part{abi.NewTextPart("doc")}}},
+		Messages: conversation(100), Tools: []string{"add"}, ToolChoice: abi.ToolChoiceAuto, Config: map[string]any{"k": 1},
+		Output: &abi.GenerateActionOutputConfig{Format: "json"}, Resume: &abi.Resume{}, ReturnToolRequests: true, MaxTurns: 3}
+	_, span := tracing.Start(context.Background(), "generate", tracing.Util, opts)
+	span.End(nil, nil)
+	var got, whole map[string]any
+	json.Unmarshal([]byte(attrs(t, rec, "generate")[tracing.AttrInput]), &got)
+	raw, _ := json.Marshal(opts)
+	json.Unmarshal(raw, &whole)
+	for k := range whole {
+		if _, ok := got[k]; !ok {
+			t.Errorf("the traced options have no %q", k)
+		}
+	}
+	if msgs, _ := got["messages"].([]any); len(msgs) != 2 {
+		t.Errorf("traced %d messages, want the prompt and the last", len(msgs))
 	}
 }
