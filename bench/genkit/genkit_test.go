@@ -109,11 +109,12 @@ var (
 )
 
 // genkitModel answers at once, streaming its text when asked to: with a tool request
-// when withTool is set and the last message is the user's.
+// when withTool is set and the last message is the user's (its input as a model's JSON
+// decodes, numbers float64).
 func genkitModel(withTool bool) ai.ModelFunc {
 	return func(ctx context.Context, req *ai.ModelRequest, cb ai.ModelStreamCallback) (*ai.ModelResponse, error) {
 		if withTool && req.Messages[len(req.Messages)-1].Role == ai.RoleUser {
-			return &ai.ModelResponse{Message: ai.NewModelMessage(ai.NewToolRequestPart(&ai.ToolRequest{Name: "add", Ref: "1", Input: map[string]any{"a": 1, "b": 2}})), FinishReason: ai.FinishReasonStop}, nil
+			return &ai.ModelResponse{Message: ai.NewModelMessage(ai.NewToolRequestPart(&ai.ToolRequest{Name: "add", Ref: "1", Input: map[string]any{"a": 1.0, "b": 2.0}})), FinishReason: ai.FinishReasonStop}, nil
 		}
 		if cb != nil {
 			if err := cb(ctx, &ai.ModelResponseChunk{Content: []*ai.Part{ai.NewTextPart(answer)}}); err != nil {
@@ -219,11 +220,12 @@ type terrariumSide struct {
 }
 
 // terrariumModel answers at once, streaming its text when asked to: with a tool
-// request when withTool is set and the last message is the user's.
+// request when withTool is set and the last message is the user's (its input as a
+// model's JSON decodes, numbers float64).
 func terrariumModel(name string, withTool bool) agent.Model {
 	return agent.NewModel(name, nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
 		if withTool && req.Messages[len(req.Messages)-1].Role == abi.RoleUser {
-			return &abi.GenerateResponse{Message: abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{Name: "add", Ref: "1", Input: map[string]any{"a": 1, "b": 2}})), FinishReason: abi.FinishStop}, nil
+			return &abi.GenerateResponse{Message: abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{Name: "add", Ref: "1", Input: map[string]any{"a": 1.0, "b": 2.0}})), FinishReason: abi.FinishStop}, nil
 		}
 		if cb != nil {
 			if err := cb(ctx, &abi.GenerateResponseChunk{Content: []*abi.Part{abi.NewTextPart(answer)}}); err != nil {
