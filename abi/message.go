@@ -183,13 +183,19 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		b = append(b, part...)
 	}
 	b = append(b, ']')
-	if len(m.Metadata) > 0 {
-		md, err := json.Marshal(m.Metadata)
+	return closeWithMetadata(b, m.Metadata)
+}
+
+// closeWithMetadata ends an object being written, with its "metadata" member when md
+// holds any (as omitempty encodes it).
+func closeWithMetadata(b []byte, md map[string]any) ([]byte, error) {
+	if len(md) > 0 {
+		raw, err := json.Marshal(md)
 		if err != nil {
 			return nil, err
 		}
 		b = append(b, `,"metadata":`...)
-		b = append(b, md...)
+		b = append(b, raw...)
 	}
 	return append(b, '}'), nil
 }

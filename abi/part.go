@@ -232,15 +232,7 @@ func (p Part) MarshalJSON() ([]byte, error) {
 	b = append(b, key...)
 	b = append(b, `":`...)
 	b = append(b, v...)
-	if len(p.Metadata) > 0 {
-		md, err := json.Marshal(p.Metadata)
-		if err != nil {
-			return nil, err
-		}
-		b = append(b, `,"metadata":`...)
-		b = append(b, md...)
-	}
-	return append(b, '}'), nil
+	return closeWithMetadata(b, p.Metadata)
 }
 
 // UnmarshalJSON decodes a part in Genkit's format. It fails when the object sets no

@@ -122,20 +122,7 @@ func TestSessionFlowRunsFromJSON(t *testing.T) {
 // when no one streams.
 func TestRunJSONComputesPatchesForAStreamOnly(t *testing.T) {
 	r := agent.NewRegistry()
-	session.DefineSessionFlow(r, "counted", func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[Status], p *session.SessionFlowParams[Status, Counted]) error {
-		for range inCh {
-			for range 3 {
-				p.Session.UpdateCustom(func(c Counted) Counted { c.N++; return c })
-				if err := resp.SendStatus(Status{Note: "working"}); err != nil {
-					return err
-				}
-			}
-			if err := resp.EndTurn(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	session.DefineSessionFlow(r, "counted", countedBody(3, 1))
 	run, _ := agent.AsRunnable(r.Lookup("/session-flow/counted"))
 	input := json.RawMessage(`{"messages":[{"role":"user","content":[{"text":"go"}]}]}`)
 	before := encodings.Load()

@@ -248,15 +248,13 @@ func (c Counted) MarshalJSON() ([]byte, error) {
 	return json.Marshal(plain(c))
 }
 
-// TestCustomPatchesOnlyWhenAsked counts the custom state's encodings: none in a turn
-// that does not ask for patches, a client-managed flow's included; one per chunk that
-// follows a change (not one per change) in a turn that asks; none in a detached turn,
-// even one that asks.
-func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
-	body := func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[Status], p *session.SessionFlowParams[Status, Counted]) error {
+// countedBody is a flow's body whose every turn makes chunks chunks, each after
+// changes changes of its Counted state.
+func countedBody(chunks, changes int) session.SessionFlowFunc[Status, Counted] {
+	return func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[Status], p *session.SessionFlowParams[Status, Counted]) error {
 		for range inCh {
-			for range 4 {
-				for range 3 {
+			for range chunks {
+				for range changes {
 					p.Session.UpdateCustom(func(c Counted) Counted { c.N++; return c })
 				}
 				if err := resp.SendStatus(Status{Note: "working"}); err != nil {
@@ -269,6 +267,14 @@ func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
 		}
 		return nil
 	}
+}
+
+// TestCustomPatchesOnlyWhenAsked counts the custom state's encodings: none in a turn
+// that does not ask for patches, a client-managed flow's included; one per chunk that
+// follows a change (not one per change) in a turn that asks; none in a detached turn,
+// even one that asks.
+func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
+	body := countedBody(4, 3)
 	count := func(t *testing.T, conn *session.SessionFlowConnection[Status, Counted], in *session.SessionFlowInput) (encoded int64, patches int) {
 		t.Helper()
 		before := encodings.Load()

@@ -5,7 +5,6 @@ package session_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -18,8 +17,9 @@ import (
 	"github.com/terrarium-ai/terrarium/agent/session"
 )
 
-// This file is also built against commit 9eb5be3 (before the restructuring, where
-// these names were agent's) to compare the turn side by side: see BENCHMARKS.md. It
+// This file, with turnFlow (flow_test.go), is also built against commit 9eb5be3
+// (before the restructuring, where these names were agent's) to compare the turn side
+// by side: see BENCHMARKS.md. It
 // reports, besides the time a turn takes, the CPU time the process spent on it
 // (cpu-ns/op, all threads, the collector's included), which other jobs sharing the
 // machine disturb far less.
@@ -29,44 +29,6 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// turnFlow is a chat flow: each turn adds the input, streams a status and the model's
-// answer, records the answer and, when custom is set, adds the input's text to the
-// custom state's topics.
-func turnFlow(r *agent.Registry, m agent.Model, custom bool, opts ...session.SessionFlowOption[ChatState]) *session.SessionFlow[ChatStatus, ChatState] {
-	return session.DefineSessionFlow(r, "chat",
-		func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[ChatStatus], params *session.SessionFlowParams[ChatStatus, ChatState]) error {
-			sess := params.Session
-			for input := range inCh {
-				sess.AddMessages(input.Messages...)
-				if err := resp.SendStatus(ChatStatus{Phase: "generating"}); err != nil {
-					return err
-				}
-				for v, err := range agent.GenerateStream(ctx, r, agent.WithModel(m), agent.WithMessages(sess.Messages()...)) {
-					if err != nil {
-						return err
-					}
-					if v.Done {
-						sess.AddMessages(v.Response.Message)
-						continue
-					}
-					if err := resp.SendChunk(v.Chunk); err != nil {
-						return err
-					}
-				}
-				if custom {
-					sess.UpdateCustom(func(c ChatState) ChatState {
-						c.Topics = append(slices.Clone(c.Topics), input.Messages[0].Text())
-						return c
-					})
-				}
-				if err := resp.EndTurn(); err != nil {
-					return err
-				}
-			}
-			return nil
-		}, opts...)
 }
 
 // runTurns runs b.N turns of the flow, each on a connection opened with opts and

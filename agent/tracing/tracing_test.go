@@ -191,11 +191,7 @@ func TestUnencodableValueIsSaidSo(t *testing.T) {
 // A span started under a recording parent records, even once the global provider
 // records nothing: the parent's trace stays whole.
 func TestChildOfARecordingSpanRecords(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	defer otel.SetTracerProvider(prev)
+	rec := record(t)
 	ctx, parent := tracing.Start(context.Background(), "parent", tracing.Flow, nil)
 	otel.SetTracerProvider(noop.NewTracerProvider())
 	_, child := tracing.Start(ctx, "child", tracing.Tool, 1)
