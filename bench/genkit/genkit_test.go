@@ -125,6 +125,15 @@ func genkitModel(withTool bool) ai.ModelFunc {
 	}
 }
 
+// reset forgets the chat sessions: each run starts with none, so that what one run
+// keeps does not weigh on the collections of the next.
+func (s *genkitSide) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.states = map[string]*chatState{}
+	s.store = gsession.NewInMemoryStore[chatState]()
+}
+
 func genkitSetup() *genkitSide {
 	gkOnce.Do(func() {
 		otel.SetTracerProvider(sampling) // before Init: Genkit installs its own where it finds none
@@ -168,9 +177,12 @@ func genkitSetup() *genkitSide {
 			return answer, nil
 		})
 		chatStore := genkit.DefineStreamingFlow(g, "chatStore", func(ctx context.Context, in chatIn, send func(context.Context, string) error) (string, error) {
-			sess, err := gsession.Load(ctx, s.store, in.Session)
+			s.mu.Lock()
+			store := s.store
+			s.mu.Unlock()
+			sess, err := gsession.Load(ctx, store, in.Session)
 			if err != nil {
-				if sess, err = gsession.New(ctx, gsession.WithID[chatState](in.Session), gsession.WithStore[chatState](s.store)); err != nil {
+				if sess, err = gsession.New(ctx, gsession.WithID[chatState](in.Session), gsession.WithStore[chatState](store)); err != nil {
 					return "", err
 				}
 			}
@@ -213,10 +225,12 @@ type ChatState struct {
 }
 
 type terrariumSide struct {
-	r               *agent.Registry
-	plain, tool     agent.Model
-	add             agent.Tool
-	chat, chatStore *session.SessionFlow[struct{}, ChatState]
+	r           *agent.Registry
+	plain, tool agent.Model
+	add         agent.Tool
+	// newChat makes the chat flow, with a store of its own or none: each run starts
+	// with no session kept.
+	newChat func(store bool) *session.SessionFlow[struct{}, ChatState]
 }
 
 // terrariumModel answers at once, streaming its text when asked to: with a tool
@@ -266,8 +280,13 @@ func terrariumSetup() *terrariumSide {
 		}
 		return nil
 	}
-	s.chat = session.DefineSessionFlow(s.r, "chat", body)
-	s.chatStore = session.DefineSessionFlow(s.r, "chatStore", body, session.WithSnapshotStore(session.NewInMemorySnapshotStore[ChatState]()))
+	s.newChat = func(store bool) *session.SessionFlow[struct{}, ChatState] {
+		var opts []session.SessionFlowOption[ChatState]
+		if store {
+			opts = append(opts, session.WithSnapshotStore(session.NewInMemorySnapshotStore[ChatState]()))
+		}
+		return session.DefineSessionFlow(agent.NewRegistry(), "chat", body, opts...)
+	}
 	return s
 }
 
@@ -309,8 +328,8 @@ func BenchmarkVsGenkit(b *testing.B) {
 				}
 			},
 		},
-		"chat":       {"genkit": genkitChat(gks.chat), "terrarium": terrariumChat(ts.chat)},
-		"chat-store": {"genkit": genkitChat(gks.chatStore), "terrarium": terrariumChat(ts.chatStore)},
+		"chat":       {"genkit": genkitChat(gks, gks.chat), "terrarium": terrariumChat(func() *session.SessionFlow[struct{}, ChatState] { return ts.newChat(false) })},
+		"chat-store": {"genkit": genkitChat(gks, gks.chatStore), "terrarium": terrariumChat(func() *session.SessionFlow[struct{}, ChatState] { return ts.newChat(true) })},
 	}
 	for _, mode := range []string{"none", "recording"} {
 		for _, work := range []string{"plain", "toolloop", "chat", "chat-store"} {
@@ -337,8 +356,9 @@ func BenchmarkVsGenkit(b *testing.B) {
 var sessions int
 
 // genkitChat runs chat turns through a Genkit flow, on a new session every 50 turns.
-func genkitChat(run func(context.Context, chatIn) error) func(*testing.B) func(int) error {
+func genkitChat(gks *genkitSide, run func(context.Context, chatIn) error) func(*testing.B) func(int) error {
 	return func(*testing.B) func(int) error {
+		gks.reset()
 		var id string
 		return func(i int) error {
 			if i%50 == 0 {
@@ -350,10 +370,11 @@ func genkitChat(run func(context.Context, chatIn) error) func(*testing.B) func(i
 	}
 }
 
-// terrariumChat runs chat turns on a connection to a session flow, renewed every 50
-// turns.
-func terrariumChat(flow *session.SessionFlow[struct{}, ChatState]) func(*testing.B) func(int) error {
+// terrariumChat runs chat turns on a connection to a session flow made for the run,
+// renewed every 50 turns.
+func terrariumChat(newFlow func() *session.SessionFlow[struct{}, ChatState]) func(*testing.B) func(int) error {
 	return func(b *testing.B) func(int) error {
+		flow := newFlow()
 		in := &session.SessionFlowInput{Messages: []*abi.Message{abi.NewUserTextMessage(question)}}
 		var conn *session.SessionFlowConnection[struct{}, ChatState]
 		b.Cleanup(func() {
