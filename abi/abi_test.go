@@ -356,6 +356,13 @@ func TestWithoutInjected(t *testing.T) {
 	injected := abi.NewTextPart("format instructions")
 	injected.Metadata = map[string]any{"purpose": abi.PurposeOutput}
 	withPart := abi.NewUserMessage(abi.NewTextPart("q"), injected)
+	// Only user messages hold injected parts: a model's part keeps whatever metadata.
+	modelPart := abi.NewTextPart("the model's")
+	modelPart.Metadata = map[string]any{"purpose": abi.PurposeOutput}
+	model := abi.NewModelMessage(modelPart)
+	if got := abi.WithoutInjected([]*abi.Message{model}); got[0] != model {
+		t.Error("a model message lost a part")
+	}
 	msgs := []*abi.Message{history[0], withPart}
 	got := abi.WithoutInjected(msgs)
 	if got[0] != history[0] || len(got[1].Content) != 1 || got[1].Content[0].Text != "q" || len(withPart.Content) != 2 || msgs[1] != withPart {

@@ -162,15 +162,17 @@ func Injected(p *Part) bool {
 	return purpose == PurposeOutput || purpose == PurposeContext
 }
 
-// WithoutInjected returns msgs without injected parts. Messages holding none are kept
-// as they are; the others are copied, so msgs is never changed.
+// WithoutInjected returns msgs without injected parts, which a generate call adds to
+// user messages only (the parts of other messages are theirs, whatever their
+// metadata). Messages holding none are kept as they are; the others are copied, so
+// msgs is never changed.
 func WithoutInjected(msgs []*Message) []*Message {
 	out := msgs
 	copied := false
 	for i, m := range msgs {
 		// Looked for first: a request carries the whole history, whose messages seldom
 		// hold any, and a copy of each would grow every call's cost with the history.
-		if !hasInjected(m.Content) {
+		if m.Role != RoleUser || !hasInjected(m.Content) {
 			continue
 		}
 		keep := make([]*Part, 0, len(m.Content)-1)
