@@ -505,9 +505,6 @@ func (r *Responder[Stream]) send(chunk *SessionFlowStreamChunk[Stream]) error {
 // A change that cannot be streamed is logged: it reaches the client with the next
 // turn's first patch, which carries the whole state.
 func (r *Responder[Stream]) flushCustom() {
-	if r.patches == nil {
-		return
-	}
 	err := r.patches.flush(r.sess.CustomJSON, func(p json.RawMessage) error {
 		return r.out.send(&SessionFlowStreamChunk[Stream]{CustomPatch: p})
 	})
@@ -566,9 +563,7 @@ func (r *Responder[Stream]) EndTurnWith(reason abi.FinishReason) error {
 	// The turn's last patch, then its end: before the client, told the turn ended,
 	// may start the next one, which asks for patches anew.
 	r.flushCustom()
-	if r.patches != nil {
-		r.patches.endTurn()
-	}
+	r.patches.endTurn()
 	if id != "" {
 		if err := r.out.send(&SessionFlowStreamChunk[Stream]{SnapshotCreated: id}); err != nil {
 			return err
