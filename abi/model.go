@@ -192,11 +192,11 @@ func WithoutInjected(msgs []*Message) []*Message {
 	return out
 }
 
-// hasInjected reports whether parts holds an injected part: a loop the compiler
-// inlines Injected's first test into, as it is run over whole histories.
+// hasInjected reports whether parts holds an injected part: a loop Injected is inlined
+// into, as it is run over whole histories.
 func hasInjected(parts []*Part) bool {
 	for _, p := range parts {
-		if p.Metadata != nil && Injected(p) {
+		if Injected(p) {
 			return true
 		}
 	}
