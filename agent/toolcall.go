@@ -72,6 +72,17 @@ func toolCalls(m *abi.Message) map[int]toolCall {
 // fails with the first tool failure in key order, preferring a real failure to the
 // cancellations it caused in the other tools.
 func (c *call) runTools(ctx context.Context, model Model, calls map[int]toolCall) (map[int]*toolResult, error) {
+	if len(calls) == 1 {
+		// The common case, run where it is: a goroutine of its own would cost its start
+		// and the growth of its stack, more than a fast tool's call.
+		for i, tc := range calls {
+			if tc.resumed != nil {
+				ctx = context.WithValue(ctx, resumedKey{}, tc.resumed)
+			}
+			res := c.runTool(ctx, model, tc.req)
+			return map[int]*toolResult{i: res}, res.err
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(map[int]*toolResult, len(calls))
