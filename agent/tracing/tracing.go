@@ -84,6 +84,20 @@ type pathKey struct{}
 // records, does nothing.
 type Span struct {
 	span trace.Span
+	rec  *record // Start's attributes, for End; nil for a span from FromContext
+}
+
+// record holds a recording span's attributes from Start to End, which hands them to the
+// span in one call: the SDK grows a span's attributes at each call, by half again, so
+// two calls allocate them twice over.
+type record struct {
+	attrs [8]attribute.KeyValue // Start's at most 6, End's at most 2
+	n     int
+}
+
+func (r *record) add(kv attribute.KeyValue) {
+	r.attrs[r.n] = kv
+	r.n++
 }
 
 // Viewer is implemented by an input or output too large to trace whole (a state holding
@@ -160,23 +174,22 @@ func Start(ctx context.Context, name string, kind Kind, input any) (context.Cont
 		path = parent + path
 	}
 	ctx = context.WithValue(ctx, pathKey{}, path)
-	attrs := make([]attribute.KeyValue, 0, 6)
-	attrs = append(attrs,
-		attribute.String(AttrName, name),
-		attribute.String(AttrType, kind.Type),
-		attribute.String(AttrPath, path),
-	)
+	// The attributes go to the span when it ends, with End's, in one call (see record);
+	// the input is encoded now, as it is when the call starts.
+	rec := &record{}
+	rec.add(attribute.String(AttrName, name))
+	rec.add(attribute.String(AttrType, kind.Type))
+	rec.add(attribute.String(AttrPath, path))
 	if kind.Subtype != "" {
-		attrs = append(attrs, attribute.String(AttrSubtype, kind.Subtype))
+		rec.add(attribute.String(AttrSubtype, kind.Subtype))
 	}
 	if parent == "" {
-		attrs = append(attrs, attribute.Bool(AttrIsRoot, true))
+		rec.add(attribute.Bool(AttrIsRoot, true))
 	}
 	if input != nil {
-		attrs = append(attrs, attribute.String(AttrInput, encode(input)))
+		rec.add(attribute.String(AttrInput, encode(input)))
 	}
-	span.SetAttributes(attrs...)
-	return ctx, Span{span: span}
+	return ctx, Span{span: span, rec: rec}
 }
 
 // segment is the span's part of a Genkit path: {name,t:type,s:subtype}, or
@@ -208,14 +221,22 @@ func (s Span) End(output any, err error) {
 		return
 	}
 	if s.span.IsRecording() {
+		rec := s.rec
+		if rec == nil {
+			rec = &record{}
+		}
 		if err != nil {
-			s.span.SetAttributes(attribute.String(AttrState, "error"))
+			rec.add(attribute.String(AttrState, "error"))
+		} else {
+			rec.add(attribute.String(AttrState, "success"))
+			if output != nil {
+				rec.add(attribute.String(AttrOutput, encode(output)))
+			}
+		}
+		s.span.SetAttributes(rec.attrs[:rec.n]...)
+		if err != nil {
 			s.span.RecordError(err)
 			s.span.SetStatus(codes.Error, err.Error())
-		} else if output != nil {
-			s.span.SetAttributes(attribute.String(AttrState, "success"), attribute.String(AttrOutput, encode(output)))
-		} else {
-			s.span.SetAttributes(attribute.String(AttrState, "success"))
 		}
 	}
 	s.span.End()
