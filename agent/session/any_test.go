@@ -122,7 +122,7 @@ func TestSessionFlowRunsFromJSON(t *testing.T) {
 // when no one streams.
 func TestRunJSONComputesPatchesForAStreamOnly(t *testing.T) {
 	r := agent.NewRegistry()
-	session.DefineSessionFlow(r, "counted", countedBody(3, 1))
+	session.DefineSessionFlow(r, "counted", countedBody(3, 1, nil))
 	run, _ := agent.AsRunnable(r.Lookup("/session-flow/counted"))
 	input := json.RawMessage(`{"messages":[{"role":"user","content":[{"text":"go"}]}]}`)
 	before := encodings.Load()

@@ -249,10 +249,14 @@ func (c Counted) MarshalJSON() ([]byte, error) {
 }
 
 // countedBody is a flow's body whose every turn makes chunks chunks, each after
-// changes changes of its Counted state.
-func countedBody(chunks, changes int) session.SessionFlowFunc[Status, Counted] {
+// changes changes of its Counted state. A detached turn waits for gate (when not nil)
+// first, so that its changes come after the pending snapshot, whatever the timing.
+func countedBody(chunks, changes int, gate <-chan struct{}) session.SessionFlowFunc[Status, Counted] {
 	return func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[Status], p *session.SessionFlowParams[Status, Counted]) error {
-		for range inCh {
+		for in := range inCh {
+			if in.Detach && gate != nil {
+				<-gate
+			}
 			for range chunks {
 				for range changes {
 					p.Session.UpdateCustom(func(c Counted) Counted { c.N++; return c })
@@ -274,7 +278,7 @@ func countedBody(chunks, changes int) session.SessionFlowFunc[Status, Counted] {
 // follows a change (not one per change) in a turn that asks; none in a detached turn,
 // even one that asks.
 func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
-	body := countedBody(4, 3)
+	body := countedBody(4, 3, nil)
 	count := func(t *testing.T, conn *session.SessionFlowConnection[Status, Counted], in *session.SessionFlowInput) (encoded int64, patches int) {
 		t.Helper()
 		before := encodings.Load()
@@ -308,7 +312,8 @@ func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
 	// turn, or the attached turn before it, asked for patches or not.
 	detached := func(before, ask bool) int64 {
 		store := session.NewInMemorySnapshotStore[Counted]()
-		flow := session.DefineSessionFlow(agent.NewRegistry(), "counted", body, session.WithSnapshotStore(store))
+		gate := make(chan struct{})
+		flow := session.DefineSessionFlow(agent.NewRegistry(), "counted", countedBody(4, 3, gate), session.WithSnapshotStore(store))
 		conn, _ := flow.StreamBidi(context.Background())
 		first := say("first")
 		first.CustomPatches = before
@@ -327,6 +332,7 @@ func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
 				pending = c.SnapshotCreated
 			}
 		}
+		close(gate)
 		if _, err := flow.Wait(context.Background(), pending); err != nil {
 			t.Fatal(err)
 		}
