@@ -177,18 +177,22 @@ func cloneMap(m map[string]any) map[string]any {
 // MarshalJSON encodes p in Genkit's format: an object with the key of its kind and,
 // when set, "metadata".
 func (p Part) MarshalJSON() ([]byte, error) {
+	return p.AppendJSON(make([]byte, 0, 32))
+}
+
+// AppendJSON appends p's encoding, MarshalJSON's, to b.
+func (p *Part) AppendJSON(b []byte) ([]byte, error) {
 	// Written as its one key and value, each encoded alone: parts are what messages,
 	// and so snapshots, streams and traces, hold most.
 	var key string
 	var value any
 	switch p.Kind {
 	case PartText, PartReasoning:
-		if len(p.Metadata) == 0 && p.Kind == PartText {
-			return json.Marshal(struct {
-				Text string `json:"text"`
-			}{p.Text})
-		}
-		key, value = string(p.Kind), p.Text
+		b = append(b, `{"`...)
+		b = append(b, p.Kind...)
+		b = append(b, `":`...)
+		b = AppendJSONString(b, p.Text)
+		return closeWithMetadata(b, p.Metadata)
 	case PartMedia:
 		if p.Media == nil {
 			return nil, fmt.Errorf("abi: media part has no media")
@@ -223,15 +227,13 @@ func (p Part) MarshalJSON() ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("abi: part has unknown kind %q", p.Kind)
 	}
-	v, err := json.Marshal(value)
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, len(key)+len(v)+5)
 	b = append(b, `{"`...)
 	b = append(b, key...)
 	b = append(b, `":`...)
-	b = append(b, v...)
+	b, err := appendJSON(b, value)
+	if err != nil {
+		return nil, err
+	}
 	return closeWithMetadata(b, p.Metadata)
 }
 
