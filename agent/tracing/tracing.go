@@ -16,6 +16,8 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
@@ -84,21 +86,16 @@ type pathKey struct{}
 // records, does nothing.
 type Span struct {
 	span trace.Span
-	rec  *record // Start's attributes, for End; nil for a span from FromContext
+	// What Start records, handed to the span with End's attributes in one call: the SDK
+	// grows a span's attributes at each call, by half again, so two calls allocate them
+	// twice over. Kept here, in the value, it costs no allocation of its own.
+	name, path, input string
+	kind              Kind
+	root, started     bool
 }
 
-// record holds a recording span's attributes from Start to End, which hands them to the
-// span in one call: the SDK grows a span's attributes at each call, by half again, so
-// two calls allocate them twice over.
-type record struct {
-	attrs [8]attribute.KeyValue // Start's at most 6, End's at most 2
-	n     int
-}
-
-func (r *record) add(kv attribute.KeyValue) {
-	r.attrs[r.n] = kv
-	r.n++
-}
+// attrBufs holds the slices End hands a span's attributes in: the span copies them.
+var attrBufs = sync.Pool{New: func() any { return new([8]attribute.KeyValue) }}
 
 // Viewer is implemented by an input or output too large to trace whole (a state holding
 // a conversation, say): a span records the value TraceView returns instead, which is
@@ -174,22 +171,13 @@ func Start(ctx context.Context, name string, kind Kind, input any) (context.Cont
 		path = parent + path
 	}
 	ctx = context.WithValue(ctx, pathKey{}, path)
-	// The attributes go to the span when it ends, with End's, in one call (see record);
+	// The attributes go to the span when it ends, with End's, in one call (see Span);
 	// the input is encoded now, as it is when the call starts.
-	rec := &record{}
-	rec.add(attribute.String(AttrName, name))
-	rec.add(attribute.String(AttrType, kind.Type))
-	rec.add(attribute.String(AttrPath, path))
-	if kind.Subtype != "" {
-		rec.add(attribute.String(AttrSubtype, kind.Subtype))
-	}
-	if parent == "" {
-		rec.add(attribute.Bool(AttrIsRoot, true))
-	}
+	rec := Span{span: span, name: name, kind: kind, path: path, root: parent == "", started: true}
 	if input != nil {
-		rec.add(attribute.String(AttrInput, encode(input)))
+		rec.input = encode(input)
 	}
-	return ctx, Span{span: span, rec: rec}
+	return ctx, rec
 }
 
 // segment is the span's part of a Genkit path: {name,t:type,s:subtype}, or
@@ -221,19 +209,34 @@ func (s Span) End(output any, err error) {
 		return
 	}
 	if s.span.IsRecording() {
-		rec := s.rec
-		if rec == nil {
-			rec = &record{}
-		}
-		if err != nil {
-			rec.add(attribute.String(AttrState, "error"))
-		} else {
-			rec.add(attribute.String(AttrState, "success"))
-			if output != nil {
-				rec.add(attribute.String(AttrOutput, encode(output)))
+		buf := attrBufs.Get().(*[8]attribute.KeyValue)
+		attrs := buf[:0]
+		if s.started {
+			attrs = append(attrs,
+				attribute.String(AttrName, s.name),
+				attribute.String(AttrType, s.kind.Type),
+				attribute.String(AttrPath, s.path))
+			if s.kind.Subtype != "" {
+				attrs = append(attrs, attribute.String(AttrSubtype, s.kind.Subtype))
+			}
+			if s.root {
+				attrs = append(attrs, attribute.Bool(AttrIsRoot, true))
+			}
+			if s.input != "" {
+				attrs = append(attrs, attribute.String(AttrInput, s.input))
 			}
 		}
-		s.span.SetAttributes(rec.attrs[:rec.n]...)
+		if err != nil {
+			attrs = append(attrs, attribute.String(AttrState, "error"))
+		} else {
+			attrs = append(attrs, attribute.String(AttrState, "success"))
+			if output != nil {
+				attrs = append(attrs, attribute.String(AttrOutput, encode(output)))
+			}
+		}
+		s.span.SetAttributes(attrs...)
+		*buf = [8]attribute.KeyValue{}
+		attrBufs.Put(buf)
 		if err != nil {
 			s.span.RecordError(err)
 			s.span.SetStatus(codes.Error, err.Error())
@@ -251,13 +254,39 @@ func FromContext(ctx context.Context) Span {
 	return Span{}
 }
 
-// encode is the JSON of v's view (see view), cut at MaxValueBytes, or a JSON string
-// saying why it has none: a trace must not fail a call.
+// encode is the JSON of what a span records of v (see appendView), cut at
+// MaxValueBytes, or a JSON string saying why it has none: a trace must not fail a call.
 func encode(v any) string {
-	b, err := json.Marshal(view(v))
-	if err != nil {
-		b, _ = json.Marshal("not encodable as JSON: " + err.Error())
+	var b []byte
+	var err error
+	switch v.(type) {
+	case *abi.GenerateRequest, *abi.GenerateActionOptions, *abi.GenerateResponse:
+		// Written in a reused buffer, then copied at its size.
+		buf := encodeBufs.Get().(*[]byte)
+		defer func() {
+			if cap(*buf) <= 64<<10 {
+				encodeBufs.Put(buf)
+			}
+		}()
+		if *buf, err = appendView((*buf)[:0], v); err == nil {
+			return cut(*buf, true)
+		}
+	default:
+		// encoding/json's output is already a copy at its size.
+		if b, err = json.Marshal(view(v)); err == nil {
+			return cut(b, false)
+		}
 	}
+	b, _ = json.Marshal("not encodable as JSON: " + err.Error())
+	return cut(b, false)
+}
+
+// encodeBufs holds the buffers encode writes the views of Genkit's shape in.
+var encodeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// cut returns b, cut at MaxValueBytes at a character boundary, as a string: a copy of
+// it when b is to be reused, else b itself, never written again.
+func cut(b []byte, reused bool) string {
 	if len(b) > MaxValueBytes {
 		n := MaxValueBytes
 		for n > 0 && !utf8.RuneStart(b[n]) {
@@ -265,87 +294,208 @@ func encode(v any) string {
 		}
 		b = b[:n]
 	}
-	if len(b) == 0 {
-		return ""
+	if reused || len(b) == 0 {
+		return string(b)
 	}
-	// b is the encoder's fresh copy, never written again: it is the string, without a
-	// second copy.
 	return unsafe.String(&b[0], len(b))
 }
 
-// view is what a span records of v: a request or a generate call with only its newest
-// messages (Tail), a response without the request it repeats, a Viewer's view, or v.
+// view is what a span records of a value not of Genkit's shape: a Viewer's view, or v.
 func view(v any) any {
-	switch v := v.(type) {
-	case Viewer:
+	if v, ok := v.(Viewer); ok {
 		return v.TraceView()
-	case *abi.GenerateRequest:
-		if v == nil {
-			return v
-		}
-		return &requestView{Messages: Tail(v.Messages), Config: v.Config, Tools: toolViews(v.Tools),
-			ToolChoice: v.ToolChoice, Output: v.Output, Docs: v.Docs}
-	case *abi.GenerateActionOptions:
-		if v == nil {
-			return v
-		}
-		return &optionsView{Model: v.Model, Docs: v.Docs, Messages: Tail(v.Messages), Tools: v.Tools, ToolChoice: v.ToolChoice,
-			Config: v.Config, Output: v.Output, Resume: v.Resume, ReturnToolRequests: v.ReturnToolRequests, MaxTurns: v.MaxTurns}
-	case *abi.GenerateResponse:
-		if v == nil || v.Request == nil {
-			return v
-		}
-		c := *v
-		c.Request = nil
-		return &c
 	}
 	return v
 }
 
-// requestView is what a span records of a model request: Genkit's GenerateRequest, its
-// messages cut (Tail) and its tools named, encoded in one pass (abi.GenerateRequest's
-// own encoding goes through a copy of itself).
-type requestView struct {
-	Messages   []*abi.Message    `json:"messages"`
-	Config     any               `json:"config,omitempty"`
-	Tools      []toolView        `json:"tools,omitzero"`
-	ToolChoice abi.ToolChoice    `json:"toolChoice,omitempty"`
-	Output     *abi.OutputConfig `json:"output,omitempty"`
-	Docs       []*abi.Document   `json:"docs,omitempty"`
-}
-
-// optionsView is what a span records of a generate call: Genkit's
-// GenerateActionOptions, its messages cut (Tail), encoded in one pass.
-type optionsView struct {
-	Model              string                          `json:"model,omitempty"`
-	Docs               []*abi.Document                 `json:"docs,omitempty"`
-	Messages           []*abi.Message                  `json:"messages"`
-	Tools              []string                        `json:"tools,omitempty"`
-	ToolChoice         abi.ToolChoice                  `json:"toolChoice,omitempty"`
-	Config             any                             `json:"config,omitempty"`
-	Output             *abi.GenerateActionOutputConfig `json:"output,omitempty"`
-	Resume             *abi.Resume                     `json:"resume,omitempty"`
-	ReturnToolRequests bool                            `json:"returnToolRequests,omitempty"`
-	MaxTurns           int                             `json:"maxTurns,omitempty"`
-}
-
-// toolView is what a span records of a tool a request offers: its name and
-// description, without its schemas, which do not change from call to call and cost
-// more to encode than the rest of a request.
-type toolView struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-}
-
-func toolViews(defs []*abi.ToolDefinition) []toolView {
-	if len(defs) == 0 {
-		return nil
+// appendView appends what a span records of v: a request or a generate call with only
+// its newest messages (Tail) and the tools it offers by name, a response without the
+// request it repeats, a Viewer's view, or v. Those of Genkit's shape are written out,
+// member by member in their fields' order, as encoding/json would write them: they are
+// what every model call records, and encoding/json would reflect over them and re-read
+// the bytes of each message.
+func appendView(b []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case *abi.GenerateRequest:
+		if v != nil {
+			return appendRequest(b, v)
+		}
+	case *abi.GenerateActionOptions:
+		if v != nil {
+			return appendOptions(b, v)
+		}
+	case *abi.GenerateResponse:
+		if v != nil {
+			return appendResponse(b, v)
+		}
 	}
-	out := make([]toolView, len(defs))
-	for i, d := range defs {
-		out[i] = toolView{d.Name, d.Description}
+	return appendJSON(b, view(v))
+}
+
+// appendRequest writes a model request, Genkit's GenerateRequest, its messages cut
+// (Tail) and its tools by name and description only: their schemas do not change from
+// call to call and cost more to encode than the rest of a request.
+func appendRequest(b []byte, r *abi.GenerateRequest) ([]byte, error) {
+	o := object{b: append(b, '{')}
+	o.messages("messages", Tail(r.Messages))
+	if r.Config != nil {
+		o.value("config", r.Config)
 	}
-	return out
+	if len(r.Tools) > 0 {
+		o.key("tools")
+		o.b = append(o.b, '[')
+		for i, t := range r.Tools {
+			if i > 0 {
+				o.b = append(o.b, ',')
+			}
+			o.b = append(o.b, `{"name":`...)
+			o.b = abi.AppendJSONString(o.b, t.Name)
+			o.b = append(o.b, `,"description":`...)
+			o.b = abi.AppendJSONString(o.b, t.Description)
+			o.b = append(o.b, '}')
+		}
+		o.b = append(o.b, ']')
+	}
+	o.str("toolChoice", string(r.ToolChoice))
+	if r.Output != nil {
+		o.value("output", r.Output)
+	}
+	if len(r.Docs) > 0 {
+		o.value("docs", r.Docs)
+	}
+	return o.close()
+}
+
+// appendOptions writes a generate call, Genkit's GenerateActionOptions, its messages
+// cut (Tail).
+func appendOptions(b []byte, g *abi.GenerateActionOptions) ([]byte, error) {
+	o := object{b: append(b, '{')}
+	o.str("model", g.Model)
+	if len(g.Docs) > 0 {
+		o.value("docs", g.Docs)
+	}
+	o.messages("messages", Tail(g.Messages))
+	if len(g.Tools) > 0 {
+		o.key("tools")
+		o.b = append(o.b, '[')
+		for i, t := range g.Tools {
+			if i > 0 {
+				o.b = append(o.b, ',')
+			}
+			o.b = abi.AppendJSONString(o.b, t)
+		}
+		o.b = append(o.b, ']')
+	}
+	o.str("toolChoice", string(g.ToolChoice))
+	if g.Config != nil {
+		o.value("config", g.Config)
+	}
+	if g.Output != nil {
+		o.value("output", g.Output)
+	}
+	if g.Resume != nil {
+		o.value("resume", g.Resume)
+	}
+	if g.ReturnToolRequests {
+		o.key("returnToolRequests")
+		o.b = append(o.b, "true"...)
+	}
+	if g.MaxTurns != 0 {
+		o.key("maxTurns")
+		o.b = strconv.AppendInt(o.b, int64(g.MaxTurns), 10)
+	}
+	return o.close()
+}
+
+// appendResponse writes a model's response without the request it repeats.
+func appendResponse(b []byte, r *abi.GenerateResponse) ([]byte, error) {
+	o := object{b: append(b, '{')}
+	if r.Message != nil && o.err == nil {
+		o.key("message")
+		o.b, o.err = r.Message.AppendJSON(o.b)
+	}
+	o.str("finishReason", string(r.FinishReason))
+	o.str("finishMessage", r.FinishMessage)
+	if r.LatencyMs != 0 {
+		o.value("latencyMs", r.LatencyMs)
+	}
+	if r.Usage != nil {
+		o.value("usage", r.Usage)
+	}
+	if r.Custom != nil {
+		o.value("custom", r.Custom)
+	}
+	return o.close()
+}
+
+// object writes a JSON object member by member; the caller leaves out what omitempty
+// would.
+type object struct {
+	b    []byte
+	err  error // the first encoding's failure
+	more bool
+}
+
+// key starts a member; k is a field's name, which needs no escaping.
+func (o *object) key(k string) {
+	if o.more {
+		o.b = append(o.b, ',')
+	}
+	o.more = true
+	o.b = append(o.b, '"')
+	o.b = append(o.b, k...)
+	o.b = append(o.b, `":`...)
+}
+
+// str writes a string member, left out when empty.
+func (o *object) str(k, s string) {
+	if s != "" {
+		o.key(k)
+		o.b = abi.AppendJSONString(o.b, s)
+	}
+}
+
+// value writes a member as encoding/json encodes it.
+func (o *object) value(k string, v any) {
+	if o.err == nil {
+		o.key(k)
+		o.b, o.err = appendJSON(o.b, v)
+	}
+}
+
+// messages writes a list of messages, [] when there are none.
+func (o *object) messages(k string, msgs []*abi.Message) {
+	o.key(k)
+	o.b = append(o.b, '[')
+	for i, m := range msgs {
+		if i > 0 {
+			o.b = append(o.b, ',')
+		}
+		switch {
+		case o.err != nil:
+		case m == nil:
+			o.b = append(o.b, "null"...)
+		default:
+			o.b, o.err = m.AppendJSON(o.b)
+		}
+	}
+	o.b = append(o.b, ']')
+}
+
+func (o *object) close() ([]byte, error) {
+	if o.err != nil {
+		return nil, o.err
+	}
+	return append(o.b, '}'), nil
+}
+
+// appendJSON appends v as encoding/json encodes it.
+func appendJSON(b []byte, v any) ([]byte, error) {
+	q, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, q...), nil
 }
 
 // Tail is what a span records of a conversation, so that a span's cost does not grow

@@ -225,3 +225,74 @@ func TestGenerateSpanRecordsEveryOption(t *testing.T) {
 		t.Errorf("traced %d messages, want the prompt and the last", len(msgs))
 	}
 }
+
+// TestViewsEncodeAsEncodingJSON: the requests, generate calls and responses a span
+// writes out by hand are, byte for byte, what encoding/json writes of the same values
+// with what a span leaves out left out (the older messages, the tools' schemas, the
+// request a response repeats), whichever members are set.
+func TestViewsEncodeAsEncodingJSON(t *testing.T) {
+	rec := record(t)
+	tricky := abi.NewUserTextMessage("a <b> & \"c\" \u2028 \xff é\n")
+	tricky.Metadata = map[string]any{"k": []any{1, "x"}}
+	tool := abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{Name: "add", Ref: "1", Input: map[string]any{"a": 1}}))
+	msgs := [][]*abi.Message{
+		{abi.NewUserTextMessage("hi")},
+		append(conversation(20), tricky),
+		{abi.NewSystemTextMessage("be brief"), tool, abi.NewMessage(abi.RoleTool, abi.NewToolResponsePart(&abi.ToolResponse{Name: "add", Ref: "1", Output: 3}))},
+		{},
+	}
+	reqs := []*abi.GenerateRequest{}
+	opts := []*abi.GenerateActionOptions{}
+	for _, m := range msgs {
+		reqs = append(reqs, &abi.GenerateRequest{Messages: m})
+		opts = append(opts, &abi.GenerateActionOptions{Messages: m})
+	}
+	reqs = append(reqs, &abi.GenerateRequest{Messages: msgs[1], Config: map[string]any{"t": 0.5}, ToolChoice: abi.ToolChoiceAuto,
+		Output: &abi.OutputConfig{Format: "json"}, Docs: []*abi.Document{{Content: []*abi.Part{abi.NewTextPart("doc")}}}})
+	opts = append(opts, &abi.GenerateActionOptions{Model: "m<1>", Docs: []*abi.Document{{Content: []*abi.Part{abi.NewTextPart("doc")}}},
+		Messages: msgs[2], Tools: []string{"add", "a&b"}, ToolChoice: abi.ToolChoiceRequired, Config: map[string]any{"k": 1},
+		Output: &abi.GenerateActionOutputConfig{Format: "json"}, Resume: &abi.Resume{}, ReturnToolRequests: true, MaxTurns: 3})
+	resps := []*abi.GenerateResponse{
+		{},
+		{Message: tricky, FinishReason: abi.FinishStop, Request: reqs[0]},
+		{Message: tool, FinishReason: abi.FinishLength, FinishMessage: "cut <here>", LatencyMs: 1.5,
+			Usage: &abi.GenerationUsage{InputTokens: 3}, Custom: map[string]any{}},
+	}
+	check := func(value any, want any) {
+		t.Helper()
+		_, span := tracing.Start(context.Background(), "v", tracing.Model, value)
+		span.End(nil, nil)
+		got := attrs(t, rec, "v")[tracing.AttrInput]
+		rec.Reset()
+		w, _ := json.Marshal(want)
+		if got != string(w) {
+			t.Errorf("traced\n%s\nencoding/json\n%s", got, w)
+		}
+	}
+	for _, r := range reqs {
+		c := *r
+		c.Messages = tracing.Tail(r.Messages)
+		check(r, &c)
+	}
+	for _, o := range opts {
+		c := *o
+		c.Messages = tracing.Tail(o.Messages)
+		check(o, &c)
+	}
+	for _, r := range resps {
+		c := *r
+		c.Request = nil
+		check(r, &c)
+	}
+	// The tools, by name and description only.
+	withTools := &abi.GenerateRequest{Messages: msgs[0], Tools: []*abi.ToolDefinition{
+		{Name: "add", Description: "adds <two>", InputSchema: map[string]any{"type": "object"}}, {Name: "x"}}}
+	type named struct {
+		Name        string `json:"name"`
+		Description string `json:"description"`
+	}
+	check(withTools, struct {
+		Messages []*abi.Message `json:"messages"`
+		Tools    []named        `json:"tools"`
+	}{msgs[0], []named{{"add", "adds <two>"}, {"x", ""}}})
+}
