@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -23,6 +24,7 @@ import (
 	"github.com/terrarium-ai/terrarium/agent/prompt"
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/host/oci"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 	"github.com/terrarium-ai/terrarium/store"
 	"github.com/terrarium-ai/terrarium/store/badgerstore"
@@ -56,6 +58,9 @@ type Deployment struct {
 	plugins   map[string]*loadedPlugin // by resolved path
 	meter     *meters
 	usage     func(context.Context, *abi.GenerationUsage) // nil without WithUsage
+	puller    *oci.Puller
+	policy    *oci.Verifier
+	trusted   []string // WithTrustedKeys's, as manifests write them
 	// defined lists the registry keys the deployment defined (agents, their snapshot
 	// actions, prompts, built-in tools), which Close removes.
 	defined []string
@@ -85,6 +90,10 @@ type config struct {
 	root     *host.Host // with WithTenant
 	tenant   string
 	tenantCf host.TenantConfig
+
+	puller      *oci.Puller   // nil: made when a file names an oci:// plugin
+	policy      *oci.Verifier // nil: registry plugins need no signature
+	trustedKeys []ed25519.PublicKey
 }
 
 type optionFunc func(*config) error
@@ -189,6 +198,41 @@ func WithUsage(record func(context.Context, *abi.GenerationUsage)) Option {
 	})
 }
 
+// WithPuller pulls the plugins agent files name by reference
+// (oci://registry/repository:tag@sha256:<digest>) with p: its registry client, its
+// cache, whether it allows floating tags. Deployments sharing one puller (a server's
+// tenants) share its cache. The default is oci.NewPuller's.
+func WithPuller(p *oci.Puller) Option {
+	return optionFunc(func(c *config) error {
+		c.puller = p
+		return nil
+	})
+}
+
+// WithSignaturePolicy requires every plugin pulled from a registry to carry a cosign
+// signature that v accepts (see oci.Policy): an unsigned or wrongly signed one fails
+// the deployment with an error naming its reference, its digest and the policy.
+// Plugins read from files are checked against WithTrustedKeys instead.
+func WithSignaturePolicy(v *oci.Verifier) Option {
+	return optionFunc(func(c *config) error {
+		c.policy = v
+		return nil
+	})
+}
+
+// WithTrustedKeys requires every plugin read from a file to be signed by one of keys,
+// its signature (from terrarium plugin sign) in <file>.wasm.sig beside it (as
+// host.WithTrustedKeys, for this deployment's files only). A plugin pulled from a
+// registry is checked against WithSignaturePolicy, which a deployment trusting keys
+// must then have: a registry plugin never loads unchecked where file plugins must be
+// signed.
+func WithTrustedKeys(keys ...ed25519.PublicKey) Option {
+	return optionFunc(func(c *config) error {
+		c.trustedKeys = append(c.trustedKeys, keys...)
+		return nil
+	})
+}
+
 // New builds a deployment from agent files: it loads (building first, where a path is
 // a Go plugin's directory) every plugin the files name, with their grants, checks that
 // every model, tool and handler they name exists, and defines one agent per file.
@@ -228,7 +272,11 @@ func New(ctx context.Context, files []*File, opts ...Option) (*Deployment, error
 		return nil, fmt.Errorf("deploy: metrics: %w", err)
 	}
 	d := &Deployment{reg: cfg.reg, host: h, tenant: cfg.tenant, log: cfg.log, memory: store.NewMemory(),
-		agents: map[string]*Agent{}, plugins: map[string]*loadedPlugin{}, meter: m, usage: cfg.usage}
+		agents: map[string]*Agent{}, plugins: map[string]*loadedPlugin{}, meter: m, usage: cfg.usage,
+		puller: cfg.puller, policy: cfg.policy}
+	for _, k := range cfg.trustedKeys {
+		d.trusted = append(d.trusted, host.FormatPublicKey(k))
+	}
 	if err := d.build(ctx, files, cfg); err != nil {
 		d.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -329,7 +377,7 @@ func (d *Deployment) loadPlugins(ctx context.Context, files []*File) error {
 	for _, f := range files {
 		for i, spec := range f.Plugins {
 			at := fmt.Sprintf("plugins[%d]", i)
-			path := f.Resolve(spec.Path)
+			path := f.pluginPath(spec)
 			if prev, ok := first[path]; ok {
 				if !reflect.DeepEqual(prev.spec, spec) {
 					return f.errorf(at, "plugin %s is also loaded by %s:%d with other grants or pin: one plugin, one set of grants",
@@ -366,17 +414,46 @@ func (d *Deployment) loadPlugins(ctx context.Context, files []*File) error {
 	return nil
 }
 
-// pluginSource reads a plugin (building a Go plugin's directory) with the grants and
-// pin of its spec, and the signature beside its .wasm file if any: a built directory
-// has none, and so loads only where no signature is required.
+// pluginSource reads a plugin (building a Go plugin's directory, pulling a
+// reference) with the grants and pin of its spec, and the signature beside its .wasm
+// file if any: a built directory has none, and so loads only where no signature is
+// required.
 func (d *Deployment) pluginSource(ctx context.Context, path string, spec Plugin) (host.Source, error) {
+	m := spec.Grants.Manifest
+	m.SHA256 = spec.SHA256
+	if oci.IsReference(path) {
+		return d.pull(ctx, path, m)
+	}
 	wasm, err := d.pluginFile(ctx, path)
 	if err != nil {
 		return host.Source{}, err
 	}
-	m := spec.Grants.Manifest
-	m.SHA256 = spec.SHA256
+	m.TrustedKeys = append(slices.Clone(m.TrustedKeys), d.trusted...)
 	return host.ReadSource(wasm, m)
+}
+
+// pull pulls a plugin from a registry (or finds it in the cache), its signature
+// checked against the deployment's policy.
+func (d *Deployment) pull(ctx context.Context, ref string, m host.Manifest) (host.Source, error) {
+	r, err := oci.ParseReference(ref)
+	if err != nil {
+		return host.Source{}, err
+	}
+	if d.policy == nil && len(d.trusted) > 0 {
+		return host.Source{}, fmt.Errorf("%s: plugins must be signed here (trusted keys), and a registry plugin is signed with cosign: "+
+			"give the policy its signatures are checked against (terrarium serve --cosign-key, signatures in the tenants file)", r)
+	}
+	if d.puller == nil {
+		if d.puller, err = oci.NewPuller(oci.WithLogger(d.log)); err != nil {
+			return host.Source{}, err
+		}
+	}
+	p, err := d.puller.Pull(ctx, r, d.policy)
+	if err != nil {
+		return host.Source{}, err
+	}
+	d.log.Info("plugin pulled", "ref", r.String(), "digest", p.Digest.String(), "cached", p.Cached, "signed", p.Signer)
+	return host.Source{From: p.Ref.String(), Wasm: p.Module, Manifest: m}, nil
 }
 
 // pluginFile returns the .wasm file of a plugin path: the file itself, or the build of
@@ -418,7 +495,7 @@ func describeGrants(m host.Manifest) string {
 func (d *Deployment) define(f *File, kind string) (*Agent, error) {
 	mine := map[string]bool{}
 	for _, spec := range f.Plugins {
-		mine[d.plugins[f.Resolve(spec.Path)].plugin.Name()] = true
+		mine[d.plugins[f.pluginPath(spec)].plugin.Name()] = true
 	}
 	tools := f.tools()
 	if err := d.checkNames(f, tools, mine); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/agent/routes"
 	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/host/oci"
 )
 
 // File is an agent file: one agent, as an operator writes it in YAML. Every key is
@@ -44,6 +45,7 @@ import (
 //	  - path: ../../plugins/calculator   # a .wasm file, or a Go plugin's directory (built)
 //	    sha256: 9f86d0...                # optional pin
 //	    grants: {state: none, timeout: 5s}
+//	  - path: oci://ghcr.io/acme/weather:1.0.0@sha256:4e1a...  # a plugin in a registry, pinned
 //	snapshots:
 //	  store: badger                      # badger (the default), postgres, memory or none
 //	  on: [turnEnd, invocationEnd]
@@ -73,9 +75,10 @@ type File struct {
 	// Definition holds the agent's name and description and, for a routed agent, the
 	// rest of seed 002's definition (routes.Definition's keys at the top of the file:
 	// identity, goal, context, composition, responses, terms, guidelines,
-	// capabilities, domains, routes, routingMargin, minRouteScore). The name names the
-	// agent: its session flow is /session-flow/<name>, and the server serves it under
-	// this name; letters, digits, '.', '_' and '-'.
+	// capabilities, domains, routes, routingMargin, minRouteScore, strict,
+	// missingVariables). The name names the agent: its session flow is
+	// /session-flow/<name>, and the server serves it under this name; letters,
+	// digits, '.', '_' and '-'.
 	routes.Definition `yaml:",inline"`
 
 	// Model is the model every turn uses; it overrides the prompt's.
@@ -129,8 +132,11 @@ type Model struct {
 
 // Plugin is a plugin an agent file loads.
 type Plugin struct {
-	// Path is a .wasm file, or the directory of a Go plugin, which is built (and
-	// cached) first.
+	// Path is a .wasm file, the directory of a Go plugin, which is built (and cached)
+	// first, or a plugin in an OCI registry, oci://registry/repository:tag@sha256:<digest>
+	// (package host/oci), pulled into a cache and loaded from there: pinned by its
+	// manifest's digest, it is never fetched again once cached. A tag without a digest
+	// is refused unless the deployment's puller allows floating tags.
 	Path string `yaml:"path"`
 	// SHA256 pins the module: loading fails unless its hex SHA-256 is this.
 	SHA256 string `yaml:"sha256,omitempty"`
@@ -332,11 +338,19 @@ func (f *File) check() error {
 		at := fmt.Sprintf("plugins[%d]", i)
 		switch {
 		case p.Path == "":
-			return f.errorf(at+".path", "missing: a .wasm file or a Go plugin's directory")
+			return f.errorf(at+".path", "missing: a .wasm file, a Go plugin's directory or an oci:// reference")
 		case p.SHA256 != "" && !hexSHA256.MatchString(p.SHA256):
 			return f.errorf(at+".sha256", "%q: want 64 lowercase hex digits", p.SHA256)
 		case p.Grants.SHA256 != "":
 			return f.errorf(at+".grants.sha256", "pin the plugin with sha256 beside its path")
+		}
+		if oci.IsReference(p.Path) {
+			if _, err := oci.ParseReference(p.Path); err != nil {
+				return f.wrap(at+".path", err)
+			}
+			if len(p.Grants.TrustedKeys) > 0 {
+				return f.errorf(at+".grants.trustedKeys", "ed25519 keys check plugin files' .sig files: a registry plugin is signed with cosign, and checked against the server's or the tenant's signature policy")
+			}
 		}
 	}
 	switch f.Snapshots.Store {
@@ -404,6 +418,15 @@ func (f *File) SnapshotStore() string {
 		return StoreBadger
 	}
 	return f.Snapshots.Store
+}
+
+// pluginPath is where a plugin comes from: its reference as written, or its path
+// resolved.
+func (f *File) pluginPath(p Plugin) string {
+	if oci.IsReference(p.Path) {
+		return p.Path
+	}
+	return f.Resolve(p.Path)
 }
 
 // Resolve returns a path the file names, relative to the file's directory.

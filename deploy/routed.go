@@ -13,7 +13,7 @@ import (
 // defineRouted defines a routed agent (seed 002): routes.Build from the file's
 // definition, bound to a session flow by routes.DefineFlow.
 func (d *Deployment) defineRouted(f *File, a *Agent) error {
-	ra, err := routes.Build(d.reg, f.Definition, routes.WithGenerateOpts(d.generateOpts(f)...))
+	ra, err := routes.Build(d.reg, f.Definition, routes.WithGenerateOpts(d.generateOpts(f)...), routes.WithLogger(d.log))
 	if err != nil {
 		var de *routes.DefinitionError
 		if errors.As(err, &de) {

@@ -227,21 +227,28 @@ func TestRoutedAgentDefinitionErrorsNameFileLineAndField(t *testing.T) {
 	}
 }
 
+// deployed deploys one agent file over formRegistry's model and returns its agent, the
+// deployment closed when the test ends.
+func deployed(t *testing.T, src string) *deploy.Agent {
+	t.Helper()
+	f, err := deploy.Parse("agent.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := deploy.New(t.Context(), []*deploy.File{f}, deploy.WithRegistry(formRegistry()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(context.Background()) })
+	a, err := d.Agent(f.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 func TestRoutedAgentConversesAndKeepsItsRouteInSnapshots(t *testing.T) {
-	f, err := deploy.Parse("flights.yaml", []byte(flightFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := formRegistry()
-	d, err := deploy.New(t.Context(), []*deploy.File{f}, deploy.WithRegistry(r), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(context.Background())
-	a, err := d.Agent("flights")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := deployed(t, flightFile)
 	if strings.Join(a.Routes, ",") != "flight" || a.Model != "test/form" || !a.ServerManaged() {
 		t.Errorf("agent %+v", a)
 	}
@@ -253,9 +260,11 @@ func TestRoutedAgentConversesAndKeepsItsRouteInSnapshots(t *testing.T) {
 	if err != nil || answer != "Ask the destination" {
 		t.Fatalf("first turn: %q, %v", answer, err)
 	}
-	// Data the route's schema refuses is refused, and leaves the session as it was.
-	if _, _, err := routedTurn(t, conn, "passengers=0"); !errors.Is(err, routes.ErrInvalidData) {
-		t.Errorf("passengers=0: %v, want ErrInvalidData", err)
+	// Data the route's schema refuses is dropped, with a warning in the turn's status,
+	// and the conversation goes on.
+	if answer, status, err := routedTurn(t, conn, "passengers=0"); err != nil || answer != "Ask the number of passengers" ||
+		len(status.Warnings) != 1 || status.Warnings[0].Code != routes.WarnInvalidField || status.Warnings[0].Field != "passengers" {
+		t.Errorf("passengers=0: %q, status %+v, %v; want a warning about passengers", answer, status, err)
 	}
 	for _, step := range []struct {
 		say, answer string
@@ -317,6 +326,41 @@ func TestRoutedAgentConversesAndKeepsItsRouteInSnapshots(t *testing.T) {
 	}
 	if _, err := a.Snapshot(t.Context(), "nope"); !errors.Is(err, session.ErrSnapshotNotFound) {
 		t.Errorf("Snapshot(nope): %v, want ErrSnapshotNotFound", err)
+	}
+}
+
+// An agent file's strict and missingVariables keys make the agent refuse what a
+// model or a context gets wrong.
+func TestStrictRoutedAgentFile(t *testing.T) {
+	a := deployed(t, flightFile+"strict: true\nmissingVariables: error\n")
+	conn, err := a.Flow().ConnectAny(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, _, err := routedTurn(t, conn, "I want to fly, destination=Lisbon"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := routedTurn(t, conn, "passengers=0"); !errors.Is(err, routes.ErrInvalidData) {
+		t.Errorf("passengers=0: %v, want ErrInvalidData", err)
+	}
+	// An identity naming a variable the context lacks fails the turn, naming it.
+	b := deployed(t, strings.Replace(flightFile, "identity: I am Skye.", "identity: I am {{agentName}}.\nmissingVariables: error", 1))
+	conn, err = b.Flow().ConnectAny(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, _, err := routedTurn(t, conn, "hello"); !errors.Is(err, routes.ErrMissingVariable) || !strings.Contains(err.Error(), "{{agentName}}") {
+		t.Errorf("a missing variable: %v, want ErrMissingVariable", err)
+	}
+
+	bad, err := deploy.Parse("flights.yaml", []byte(flightFile+"missingVariables: sometimes\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deploy.New(t.Context(), []*deploy.File{bad}, deploy.WithRegistry(formRegistry()), quiet); err == nil || !strings.Contains(err.Error(), "flights.yaml:") || !strings.Contains(err.Error(), "missingVariables") {
+		t.Errorf("an unknown missingVariables: %v", err)
 	}
 }
 

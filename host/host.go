@@ -26,6 +26,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host/internal/engine"
+	"github.com/terrarium-ai/terrarium/host/internal/redact"
 	"github.com/terrarium-ai/terrarium/internal/schema"
 )
 
@@ -232,6 +233,9 @@ type Plugin struct {
 	keys     []string // registry keys of its actions
 	slots    map[string]slot
 	outputs  map[string]*schema.Validator // tools' output schemas, by the tools' short names
+	// redact hides the values of its secrets, but those granted readable, in what
+	// it reads of HTTP responses; nil if it has none.
+	redact *redact.Redactor
 }
 
 // Name returns the plugin's name, its namespace in the registry.
@@ -450,6 +454,7 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, m Manifest) (*Plugin, e
 	}
 	m.Secrets = h.secretValues(m.Secrets)
 	p.manifest = m
+	p.redact = m.redactor()
 
 	// Instances that serve one session each are reset rather than made anew when the
 	// engine can: they keep a snapshot of their state before any session's call.

@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
+	"github.com/terrarium-ai/terrarium/host/internal/redact"
 )
 
 // httpState holds the responses a call opened; they are closed when the call ends.
@@ -23,14 +26,15 @@ type httpState struct {
 }
 
 type openResponse struct {
-	body io.ReadCloser
+	body io.Reader // the response's body, its plugin's secrets hidden
+	io.Closer
 	read int64
 }
 
 // closeHTTP closes the responses the call left open.
 func (b *binding) closeHTTP() {
 	for h, r := range b.http.open {
-		r.body.Close()
+		r.Close()
 		delete(b.http.open, h)
 	}
 }
@@ -82,8 +86,27 @@ func (m Manifest) withSecrets(header, value string, u *url.URL) (string, error) 
 	return value, denied
 }
 
+// redactor returns what hides the values of m's secrets in what the plugin reads of
+// responses: all of them but those granted readable, which it may read anyway. Every
+// response is searched, whatever its host and whichever secrets its request carried:
+// a service may also hand back later what an earlier request sent it.
+func (m Manifest) redactor() *redact.Redactor {
+	var secrets []redact.Secret
+	for _, name := range slices.Sorted(maps.Keys(m.Secrets)) {
+		if s := m.Secrets[name]; !s.Readable {
+			secrets = append(secrets, redact.Secret{Name: name, Value: s.Value})
+		}
+	}
+	return redact.New(secrets)
+}
+
 // httpRequest implements http_request(request, body): it sends the request through the
-// host and returns the response head; the body is read with http_read.
+// host and returns the response head; the body is read with http_read. A plugin with
+// secrets reads neither in the head nor in the body any secret's value, nor its
+// common encodings (package redact): a service may echo the key it was sent (an API
+// error quoting it). So that the body can be searched, its encoding is left to the
+// transport (which asks for gzip and decodes it), and a body encoded otherwise is
+// refused.
 func (h *Host) httpRequest(ctx context.Context, c hostCall, args []uint64) []byte {
 	b := bindingOf(ctx)
 	m := b.plugin.manifest
@@ -132,6 +155,10 @@ func (h *Host) httpRequest(ctx context.Context, c hostCall, args []uint64) []byt
 		}
 		req.Header.Set(k, withSecrets)
 	}
+	hide := b.plugin.redact
+	if hide != nil {
+		req.Header.Del("Accept-Encoding")
+	}
 	resp, err := b.plugin.client(secretHeaders).Do(req)
 	if err != nil {
 		if errors.Is(err, errRedirectDenied) {
@@ -140,17 +167,22 @@ func (h *Host) httpRequest(ctx context.Context, c hostCall, args []uint64) []byt
 		if ctx.Err() != nil {
 			return fail(abi.CodeLimitExceeded, "the call's time ran out during the request to %s", u.Host)
 		}
-		// The error may quote the URL; it never holds the headers, so no secret leaks.
-		return fail(abi.CodeUnavailable, "%v", err)
+		// The error may quote a URL: a redirect's, which the service chose (and may
+		// have put a secret in).
+		return fail(abi.CodeUnavailable, "%s", hide.String(err.Error()))
+	}
+	if ce := resp.Header.Get("Content-Encoding"); hide != nil && ce != "" && !strings.EqualFold(ce, "identity") {
+		resp.Body.Close()
+		return fail(abi.CodeUnavailable, "the response from %s is encoded (Content-Encoding %q), which the host cannot search for the plugin's secrets", u.Host, ce)
 	}
 	if b.http.open == nil {
 		b.http.open = map[int64]*openResponse{}
 	}
 	b.http.next++
-	b.http.open[b.http.next] = &openResponse{body: resp.Body}
+	b.http.open[b.http.next] = &openResponse{body: hide.Reader(resp.Body), Closer: resp.Body}
 	head := plugin.HTTPResponse{Handle: b.http.next, Status: resp.StatusCode, Headers: map[string]string{}}
 	for k, v := range resp.Header {
-		head.Headers[strings.ToLower(k)] = strings.Join(v, ", ")
+		head.Headers[strings.ToLower(k)] = hide.String(strings.Join(v, ", "))
 	}
 	out, _ := json.Marshal(head)
 	return ok(out)
@@ -197,7 +229,7 @@ func (h *Host) httpClose(ctx context.Context, c hostCall, args []uint64) []byte 
 	if r == nil {
 		return fail(abi.CodeNotFound, "no open response with handle %d", int64(args[0]))
 	}
-	r.body.Close()
+	r.Close()
 	delete(b.http.open, int64(args[0]))
 	return ok(nil)
 }

@@ -16,7 +16,6 @@ import (
 
 	goccyyaml "github.com/goccy/go-yaml"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	yamlv3 "gopkg.in/yaml.v3"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
@@ -336,9 +335,8 @@ mcp:
 			}
 		}
 	}
-	var a, b, c file
+	var a, c file
 	check("goccy/go-yaml", a, goccyyaml.Unmarshal([]byte(doc), &a))
-	check("gopkg.in/yaml.v3", b, yamlv3.Unmarshal([]byte(doc), &b))
 	js, _ := json.Marshal(file{MCP: want})
 	check("JSON", c, json.Unmarshal(js, &c))
 	if !strings.Contains(string(js), `"timeout":"10s"`) {

@@ -97,15 +97,20 @@ func classify(err error) (int, *abi.Error) {
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body := classify(err)
 	retryAfter(w, err)
-	if status >= 500 {
+	if status >= 500 && !errors.Is(err, ErrShuttingDown) { // a drain's refusals are its plan
 		slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 	}
 	writeJSON(w, status, body)
 }
 
 // retryAfter sets the Retry-After header of a response to a turn a quota refused,
-// unless waiting will not help (stored bytes).
+// unless waiting will not help (stored bytes), and of a request refused by a
+// draining server, which another host takes.
 func retryAfter(w http.ResponseWriter, err error) {
+	if errors.Is(err, ErrShuttingDown) {
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterDraining))
+		return
+	}
 	var qe *tenant.QuotaError
 	if errors.As(err, &qe) && qe.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(qe.RetryAfter.Seconds())))))

@@ -16,11 +16,13 @@ import (
 )
 
 // flightsAgent is a routed agent of one route, whose steps collect a destination and
-// a number of passengers (one or more).
+// a number of passengers (one or more). It is strict: data its route refuses fails
+// the turn (a forgiving agent drops it with a warning).
 const flightsAgent = `name: flights
 description: Books flights.
 model: {name: test/form}
 identity: I am Skye.
+strict: true
 routes:
   - id: flight
     title: Book a flight

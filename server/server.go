@@ -55,6 +55,10 @@ type Server struct {
 
 	draining atomic.Bool
 	sockets  sync.WaitGroup // WebSocket connections being served
+	// drainCtx ends as the server starts draining (drained), which closes its
+	// WebSockets.
+	drainCtx context.Context
+	drained  context.CancelFunc
 }
 
 // Option configures New.
@@ -130,6 +134,7 @@ func New(d *deploy.Deployment, opts ...Option) (*Server, error) {
 	}
 	base, stop := context.WithCancel(context.Background())
 	s.stop = stop
+	s.drainCtx, s.drained = context.WithCancel(base)
 	s.sessions = newSessions(base, s.metrics, s.log)
 	for _, t := range s.tenants {
 		if t.Limiter == nil {
@@ -170,13 +175,17 @@ func (s *Server) closeIdle(ctx context.Context) {
 
 // Shutdown stops the server gracefully: /readyz fails and new turns are refused
 // (503), running turns finish until ctx ends (then they are cancelled), WebSocket
-// connections end after their turn, and every open session is closed, saving its last
-// snapshot. Stop the HTTP servers first (http.Server.Shutdown) so no new request
-// arrives, and close the deployment after, which makes the snapshots durable.
+// connections end after their turn, every open session is closed, saving its last
+// snapshot, and the turns detached in this process (by their clients, or by Drain)
+// may settle until ctx ends (then they are aborted). Drain first to let turns finish
+// while the HTTP servers still answer; stop the HTTP servers (http.Server.Shutdown)
+// so no new request arrives, and close the deployment after, which makes the
+// snapshots durable.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.draining.Store(true)
+	s.startDrain()
 	err := s.sessions.shutdown(ctx)
 	s.sockets.Wait()
+	err = errors.Join(err, s.sessions.settleDetached(ctx))
 	s.stop()
 	<-s.janitor
 	return err

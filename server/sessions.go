@@ -32,6 +32,11 @@ type live struct {
 	// "" until known (a new session, or one resumed from a snapshot before its first
 	// turn). Another host sharing the store may have continued the session since.
 	head string
+	// streaming: the running turn's chunks are being read, so a drain may ask its
+	// flow to detach it; detach, once a drain did, is where the request's Send ends
+	// (see detachRunning).
+	streaming bool
+	detach    chan error
 }
 
 // sessionKey names an open session. Its agent is the agent itself, not its name:
@@ -54,6 +59,13 @@ type sessions struct {
 	open     map[sessionKey]*live
 	draining bool
 	turns    sync.WaitGroup // turns running
+
+	// The detached turns running in this process, by pending snapshot (see
+	// trackDetached).
+	detachedMu    sync.Mutex
+	detached      map[string]*deploy.Agent
+	detachedLimit int
+	pruning       bool
 }
 
 func newSessions(base context.Context, m *metrics, log *slog.Logger) *sessions {
@@ -292,6 +304,14 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 			l.mu.Unlock()
 		}
 		if c.EndTurn {
+			if c.FinishReason == session.FinishDetached {
+				// Detached by its client or by a drain: the turn runs on in this
+				// process, its pending snapshot the last one streamed.
+				l.mu.Lock()
+				pending := l.head
+				l.mu.Unlock()
+				s.trackDetached(l.agent, pending)
+			}
 			last = c
 			return nil
 		}
@@ -326,7 +346,12 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 // runTurn sends the input and hands the turn's chunks to emit, reading them all
 // whatever emit says.
 func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
+	l.mu.Lock()
+	l.streaming, l.detach = true, nil
+	l.mu.Unlock()
+	sawDetached := false // the turn's stream ended detached
 	ended := func() {
+		s.awaitDetach(l, sawDetached)
 		select {
 		case <-l.conn.Done():
 		case <-l.ctx.Done():
@@ -353,6 +378,7 @@ func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*ses
 		if err != nil && refused == nil {
 			refused = err
 		}
+		sawDetached = sawDetached || c.EndTurn && c.FinishReason == session.FinishDetached
 		emit(c)
 	}
 	ended()

@@ -114,6 +114,8 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 
 	ws := &wsConn{c: c, ctx: r.Context()}
 	defer c.CloseNow()
+	sock := &wsDrain{c: c}
+	defer context.AfterFunc(s.drainCtx, sock.drain)()
 	if err := ws.send(WSMessage{Type: "session", SessionID: l.id, Agent: a.Name}); err != nil {
 		return
 	}
@@ -122,12 +124,6 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	for {
 		_, data, err := c.Read(r.Context())
 		if err != nil {
-			return
-		}
-		if s.draining.Load() {
-			ws.fail(ErrShuttingDown)
-			turns.Wait()
-			c.Close(websocket.StatusGoingAway, "the server is shutting down")
 			return
 		}
 		var req WSRequest
@@ -159,8 +155,16 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 			ws.fail(err)
 			continue
 		}
+		if !sock.startTurn() {
+			done()
+			ws.fail(ErrShuttingDown)
+			return // the drain closes the socket
+		}
 		if err := s.sessions.claim(l, done); err != nil {
 			ws.fail(err)
+			if sock.endTurn() {
+				return
+			}
 			continue
 		}
 		turns.Add(1)
@@ -175,6 +179,9 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 				ws.fail(err)
 			}
 			switch {
+			case sock.endTurn():
+				// The server drains: the socket closed, telling the client to
+				// reconnect, which the load balancer sends to another host.
 			case ended && errors.Is(err, session.ErrConflict):
 				// Another host continued the session first: the socket stays, and its
 				// next turn follows the session from the store's head.

@@ -13,6 +13,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/host/oci"
 )
 
 // Tenant is one tenant of a deployment, as the tenants file defines it.
@@ -33,6 +34,11 @@ type Tenant struct {
 	Secrets map[string]Secret `json:"secrets,omitempty"`
 	// Quotas bound what the tenant's turns may use.
 	Quotas Quotas `json:"quotas,omitzero"`
+	// Signatures is the cosign signatures the plugins its agents pull from registries
+	// (oci:// paths) must carry: the keys and keyless identities it trusts. Paths in it
+	// are relative to the tenants file. Without one, the server's own policy applies
+	// (terrarium serve --cosign-key).
+	Signatures oci.Policy `json:"signatures,omitzero"`
 }
 
 // Secret is a tenant's secret: its value, or the environment variable holding it (so
@@ -147,6 +153,9 @@ func (t *Tenant) check() error {
 	if q.QueuedTurns > 0 && q.ConcurrentTurns == 0 {
 		// Without a bound on running turns, no turn ever waits.
 		return fmt.Errorf("tenant %s: quotas: queuedTurns needs concurrentTurns", t.ID)
+	}
+	if (len(t.Signatures.Identities) > 0) != (t.Signatures.TrustedRoot != "") {
+		return fmt.Errorf("tenant %s: signatures: identities and a trustedRoot (a Sigstore trusted_root.json) go together", t.ID)
 	}
 	for name, s := range t.Secrets {
 		if (s.Value == "") == (s.Env == "") {

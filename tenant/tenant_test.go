@@ -60,6 +60,9 @@ func TestParseRefusesBadFiles(t *testing.T) {
 		"secret neither":    "tenants: [{id: a, secrets: {K: {}}}]",
 		"not yaml":          "tenants: [",
 		"unknown grant key": "tenants: [{id: a, plugins: {p: {states: read}}}]",
+		"identity, no root": "tenants: [{id: a, signatures: {identities: [{subject: a@example.com, issuer: 'https://issuer'}]}}]",
+		"signatures typo":   "tenants: [{id: a, signatures: {key: [cosign.pub]}}]",
+		"root, no identity": "tenants: [{id: a, signatures: {trustedRoot: root.json}}]",
 	} {
 		if _, err := tenant.Parse([]byte(src)); !errors.Is(err, tenant.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)

@@ -2,6 +2,7 @@ package routes
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -21,15 +22,23 @@ type Agent struct {
 	description string
 	goal        string
 	identity    string
-	vars        map[string]any
 	settings    *agent.Settings
 	composition CompositionMode
 	responses   []CannedResponse
 	margin      float64
 	minScore    float64
 	missing     Missing
+	strict      bool
 	sections    map[Section]SectionFunc
 	now         func() time.Time
+	log         *slog.Logger
+	persist     *Manager
+	autoSave    bool
+
+	// varsMu guards the context, which UpdateContext changes between turns; a turn
+	// reads it once, at its start.
+	varsMu sync.Mutex
+	vars   map[string]any
 
 	// mu guards the definition below, which NextStep and friends may still change;
 	// checked says the whole of it passed Validate since the last change.
@@ -145,10 +154,74 @@ func WithMinRouteScore(points float64) Option {
 	})
 }
 
-// WithMissingVariables says what templates do with a variable the context lacks
-// (MissingFails unless set).
+// WithMissingVariables says what templates do with a variable the context lacks:
+// MissingEmpty (the default) renders it as nothing and reports it; MissingError fails
+// the turn.
 func WithMissingVariables(m Missing) Option {
-	return optionFunc(func(a *Agent) error { a.missing = m; return nil })
+	return optionFunc(func(a *Agent) error {
+		if m != MissingEmpty && m != MissingError {
+			return fmt.Errorf("routes: %w: WithMissingVariables(%d)", agent.ErrInvalidOption, m)
+		}
+		a.missing = m
+		return nil
+	})
+}
+
+// WithStrict makes the agent refuse what a model gets wrong instead of absorbing it:
+// an answer without JSON where fields were asked for, or with fields its schema does
+// not allow, fails the turn (agent.ErrInvalidOutput); a field that fails the route's
+// schema fails it too (ErrInvalidData), and nothing of the answer is merged. By
+// default an agent is forgiving: the turn goes on without the part at fault, with a
+// Warning.
+func WithStrict() Option {
+	return optionFunc(func(a *Agent) error { a.strict = true; return nil })
+}
+
+// WithLogger sets where the agent logs (slog.Default() unless set): a line per turn
+// whose templates named variables the context lacks.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(a *Agent) error {
+		if l == nil {
+			return fmt.Errorf("routes: %w: WithLogger(nil)", agent.ErrInvalidOption)
+		}
+		a.log = l
+		return nil
+	})
+}
+
+// PersistenceOption configures WithPersistence.
+type PersistenceOption interface {
+	applyPersistence(*Agent)
+}
+
+type persistenceFunc func(*Agent)
+
+func (f persistenceFunc) applyPersistence(a *Agent) { f(a) }
+
+// WithAutoSave says whether the agent saves every turn by itself (true unless set).
+// Without it, the agent only loads sessions by ID; the application saves them with
+// the Manager (SaveState, SaveMessage).
+func WithAutoSave(on bool) PersistenceOption {
+	return persistenceFunc(func(a *Agent) { a.autoSave = on })
+}
+
+// WithPersistence keeps the agent's conversations in m (seed 002's persistence
+// option): a turn given a RespondInput.SessionID resumes that session (its State and
+// its messages), and every turn is saved (autoSave): the State (routes' data, current
+// route and step, route history, context), the turn's messages and the answer. A
+// turn given no SessionID starts a session, whose ID is the returned State's. Flows
+// (DefineFlow) keep their state in snapshots and do not use it.
+func WithPersistence(m *Manager, opts ...PersistenceOption) Option {
+	return optionFunc(func(a *Agent) error {
+		if m == nil {
+			return fmt.Errorf("routes: %w: WithPersistence(nil)", agent.ErrInvalidOption)
+		}
+		a.persist, a.autoSave = m, true
+		for _, o := range opts {
+			o.applyPersistence(a)
+		}
+		return nil
+	})
 }
 
 // WithClock sets the clock of the times a State records (time.Now unless set), for
@@ -182,7 +255,7 @@ func newAgent(r *agent.Registry, name string, opts []Option) (*Agent, error) {
 	a := &Agent{
 		reg: r, name: name, composition: Fluid, margin: DefaultRoutingMargin,
 		minScore: DefaultMinRouteScore, now: time.Now, settings: &agent.Settings{},
-		domains: map[string][]agent.Tool{},
+		domains: map[string][]agent.Tool{}, log: slog.Default(),
 	}
 	for _, o := range opts {
 		if err := o.apply(a); err != nil {
@@ -200,6 +273,32 @@ func (a *Agent) define(change func() error) {
 	if err := change(); err != nil {
 		panic(err)
 	}
+}
+
+// UpdateContext merges updates (any value that encodes to a JSON object) into the
+// agent's context, key by key, a nil value removing its key (seed 002's
+// updateContext): turns that start afterwards render their templates from it; turns
+// under way keep the context they started with. State.UpdateContext does the same for
+// one conversation.
+func (a *Agent) UpdateContext(updates any) error {
+	d, err := toData(updates)
+	if err != nil {
+		return fmt.Errorf("routes: %w: UpdateContext: %v", agent.ErrInvalidInput, err)
+	}
+	a.varsMu.Lock()
+	defer a.varsMu.Unlock()
+	a.vars = mergeContext(a.vars, d)
+	return nil
+}
+
+// Context returns a copy of the agent's context.
+func (a *Agent) Context() map[string]any {
+	a.varsMu.Lock()
+	defer a.varsMu.Unlock()
+	if a.vars == nil {
+		return nil
+	}
+	return deepCopy(a.vars).(map[string]any)
 }
 
 // Name returns the agent's name.
@@ -312,6 +411,20 @@ func (a *Agent) route(id string) *Route {
 	return nil
 }
 
+// routeNamed returns the route with the given ID or, failing that, title (how seed
+// 002's onComplete names routes), or nil.
+func (a *Agent) routeNamed(ref string) *Route {
+	if rt := a.route(ref); rt != nil {
+		return rt
+	}
+	for _, rt := range a.routes {
+		if rt.title == ref {
+			return rt
+		}
+	}
+	return nil
+}
+
 // DomainsForRoute returns the domains the route may use, by name: those it names, or
 // every domain when it names none (seed 002's getDomainsForRoute). An unknown route
 // gets none.
@@ -372,6 +485,11 @@ func (a *Agent) validate() error {
 		for _, d := range rt.domains {
 			if _, ok := a.domains[d]; !ok {
 				return invalid("route %q: unknown domain %q (registered: %s)", rt.title, d, quoted(slices.Sorted(maps.Keys(a.domains))))
+			}
+		}
+		if rt.onComplete != "" {
+			if rt.next = a.routeNamed(rt.onComplete); rt.next == nil {
+				return invalid("route %q: OnComplete names no route of the agent: %q", rt.title, rt.onComplete)
 			}
 		}
 		canned = canned || len(rt.responses) > 0

@@ -17,36 +17,30 @@ import (
 // agent's knowledge, and the guidelines, rules and data of rt and s where they apply.
 func (t *turn) promptInput(rt *Route, s *Step) (*PromptInput, error) {
 	a := t.a
-	render := func(what, tmpl string) (string, error) {
-		out, err := RenderTemplate(tmpl, t.vars, a.missing)
-		if err != nil {
-			return "", fmt.Errorf("routes: %s: %w", what, err)
-		}
-		return out, nil
-	}
 	in := &PromptInput{Name: a.name, Description: a.description, Goal: a.goal, Context: t.vars, Route: rt, Step: s, Composition: a.composition}
 	var err error
-	if in.Identity, err = render("identity", a.identity); err != nil {
+	if in.Identity, err = t.render("identity", a.identity, t.vars); err != nil {
 		return nil, err
 	}
 	for _, term := range a.terms {
 		var rendered Term
-		if rendered.Name, err = render("term "+term.Name, term.Name); err != nil {
+		what := "term " + term.Name
+		if rendered.Name, err = t.render(what, term.Name, t.vars); err != nil {
 			return nil, err
 		}
-		if rendered.Description, err = render("term "+term.Name, term.Description); err != nil {
+		if rendered.Description, err = t.render(what, term.Description, t.vars); err != nil {
 			return nil, err
 		}
-		if rendered.Synonyms, err = RenderTemplates(term.Synonyms, t.vars, a.missing); err != nil {
-			return nil, fmt.Errorf("routes: term %s: %w", term.Name, err)
+		if rendered.Synonyms, err = t.renderAll(what, term.Synonyms, t.vars); err != nil {
+			return nil, err
 		}
 		in.Terms = append(in.Terms, rendered)
 	}
 	for _, g := range t.guidelines(rt, s) {
-		if g.Condition, err = render("guideline condition", g.Condition); err != nil {
+		if g.Condition, err = t.render("guideline condition", g.Condition, t.vars); err != nil {
 			return nil, err
 		}
-		if g.Action, err = render("guideline action", g.Action); err != nil {
+		if g.Action, err = t.render("guideline action", g.Action, t.vars); err != nil {
 			return nil, err
 		}
 		in.Guidelines = append(in.Guidelines, g)
@@ -57,10 +51,17 @@ func (t *turn) promptInput(rt *Route, s *Step) (*PromptInput, error) {
 		in.Missing = missingInOrder(rt, in.Data)
 	}
 	if s != nil {
-		if in.StepPrompt, err = RenderTemplate(s.prompt, t.dataVars(in.Data), a.missing); err != nil {
-			return nil, fmt.Errorf("routes: step %q: prompt: %w", s.id, err)
+		if in.StepPrompt, err = t.render(fmt.Sprintf("step %q: prompt", s.id), s.prompt, t.dataVars(in.Data)); err != nil {
+			return nil, err
 		}
-		in.Collect = s.collect
+		// The answer may fill the step's fields and every other field of the route
+		// still missing, so that what the user volunteers ahead of its step is kept.
+		in.Collect = slices.Clone(s.collect)
+		for _, f := range in.Missing {
+			if !slices.Contains(in.Collect, f) {
+				in.Collect = append(in.Collect, f)
+			}
+		}
 	}
 	return in, nil
 }
@@ -136,8 +137,9 @@ func (t *turn) tools(rt *Route, guidelines []Guideline) []agent.Tool {
 }
 
 // answer writes the turn's answer at step s of rt (either may be nil): one model call
-// whose output is the message and, when the step collects fields, their values, which
-// are checked against the route's schema and merged.
+// whose output is the message and, when the route has fields to fill, their values,
+// which are merged (collect). What the model gets wrong is absorbed (see absorb and
+// the Warning codes) unless the agent is strict.
 func (t *turn) answer(ctx context.Context, rt *Route, s *Step) (string, error) {
 	in, err := t.promptInput(rt, s)
 	if err != nil {
@@ -160,32 +162,9 @@ func (t *turn) answer(ctx context.Context, rt *Route, s *Step) (string, error) {
 	if err != nil {
 		return "", err
 	}
-
 	// The message streams as it arrives, unless a canned response may replace it.
 	streams := t.emit != nil && (mode == Fluid || mode == CannedComposited)
-	var onChunk func(*abi.GenerateResponseChunk) error
-	if t.emit != nil {
-		scanners := map[int]*messageScanner{}
-		onChunk = func(c *abi.GenerateResponseChunk) error {
-			if !streams || c.Role != abi.RoleModel {
-				return nil
-			}
-			delta := c.Text()
-			if out != nil {
-				sc := scanners[c.Index]
-				if sc == nil {
-					sc = &messageScanner{}
-					scanners[c.Index] = sc
-				}
-				delta = sc.Write(delta)
-			}
-			if delta == "" {
-				return nil
-			}
-			return t.emit(delta)
-		}
-	}
-	resp, err := t.generate(ctx, system, t.tools(rt, in.Guidelines), out, onChunk)
+	resp, err := t.generate(ctx, system, t.tools(rt, in.Guidelines), out, t.chunks(streams, out != nil))
 	if err != nil && !errors.Is(err, agent.ErrInvalidOutput) || resp == nil {
 		return "", err
 	}
@@ -206,11 +185,12 @@ func (t *turn) answer(ctx context.Context, rt *Route, s *Step) (string, error) {
 		return msg.String(), err
 	}
 
-	fields, perr := decodeOutput(resp.Text())
+	message := msg.String()
+	fields, raw, perr := decodeOutput(resp.Text())
 	notCanned := func() error {
 		return fmt.Errorf("routes: %w: the model answered %q; the responses it may give are %s", ErrNotCanned, truncate(resp.Text(), 200), quoted(responseIDs(in.Responses)))
 	}
-	if err != nil || perr != nil {
+	if t.a.strict && (err != nil || perr != nil) {
 		if rt != nil {
 			if ferr := fieldErrors(rt, pick(fields, in.Collect)); ferr != nil {
 				return "", ferr
@@ -224,34 +204,116 @@ func (t *turn) answer(ctx context.Context, rt *Route, s *Step) (string, error) {
 		}
 		return "", err
 	}
+	late := "" // text found only once the answer is whole, streamed then
+	if perr != nil {
+		if mode == CannedStrict {
+			return "", notCanned()
+		}
+		// Prose where JSON was asked for: the prose is the message (unless JSON cut
+		// short gave one already), and nothing is collected.
+		t.warn(Warning{Code: WarnNoJSON, Route: routeID(rt), Step: stepIDOf(s), Message: "the answer held no JSON: its text is the message, and nothing was collected from it"})
+		if message == "" {
+			message = strings.TrimSpace(resp.Text())
+			late = message
+		}
+	}
 	if id, _ := fields["response"].(string); mode == CannedStrict && id == "" {
 		return "", notCanned()
 	}
-	if rt != nil && len(in.Collect) > 0 {
-		merged, err := rt.merge(in.Data, pick(fields, in.Collect))
-		if err != nil {
+	if rt != nil && s != nil && len(in.Collect) > 0 {
+		if err := t.collect(rt, s.id, pick(fields, in.Collect)); err != nil {
 			return "", err
 		}
-		t.st.DataByRoute[rt.id] = merged
 	}
 	if id, _ := fields["response"].(string); id != "" {
 		text, ok := cannedText(in.Responses, id)
-		if !ok {
-			return "", fmt.Errorf("routes: %w: the model answered with response %q; the responses are %s", ErrNotCanned, id, quoted(responseIDs(in.Responses)))
-		}
-		if t.emit != nil {
-			if err := t.emit(text); err != nil {
-				return "", err
+		switch {
+		case ok:
+			if t.emit != nil {
+				if err := t.emit(text); err != nil {
+					return "", err
+				}
 			}
+			return text, nil
+		case mode == CannedStrict:
+			return "", fmt.Errorf("routes: %w: the model answered with response %q; the responses are %s", ErrNotCanned, id, quoted(responseIDs(in.Responses)))
+		default:
+			t.warn(Warning{Code: WarnNotCanned, Route: routeID(rt), Step: stepIDOf(s), Message: fmt.Sprintf("the answer named response %q, which does not exist (the responses are %s): its message was used", id, quoted(responseIDs(in.Responses)))})
 		}
-		return text, nil
 	}
-	if mode == CannedFluid && t.emit != nil && msg.Len() > 0 {
-		if err := t.emit(msg.String()); err != nil {
+	if message == "" && perr == nil {
+		// JSON without a message: a model that wrote its message around the JSON
+		// (commentary, a fenced block) said it there.
+		message = strings.TrimSpace(around(resp.Text(), raw))
+		late = message
+	}
+	if message == "" {
+		t.warn(Warning{Code: WarnNoMessage, Route: routeID(rt), Step: stepIDOf(s), Message: "the answer held no message: a second call wrote it"})
+		if message, err = t.retell(ctx, rt, s, in.Responses, streams); err != nil {
+			return "", err
+		}
+		late = ""
+	}
+	if late != "" && streams || mode == CannedFluid && t.emit != nil && message != "" {
+		if err := t.emit(message); err != nil {
 			return "", err
 		}
 	}
-	return msg.String(), nil
+	return message, nil
+}
+
+// retell asks the model for the message alone, as text: what a turn does when the
+// structured answer held none. The data it collected is known to the prompt.
+func (t *turn) retell(ctx context.Context, rt *Route, s *Step, responses []CannedResponse, streams bool) (string, error) {
+	in, err := t.promptInput(rt, s)
+	if err != nil {
+		return "", err
+	}
+	in.Collect, in.ToolCalls, in.Responses = nil, t.calls, responses
+	system, err := t.a.build(in, answerSections)
+	if err != nil {
+		return "", err
+	}
+	resp, err := t.generate(ctx, system, nil, nil, t.chunks(streams, false))
+	if err != nil {
+		return "", err
+	}
+	return resp.Text(), nil
+}
+
+// chunks returns the stream callback of an answer: nil unless it streams; the text
+// of a structured answer's message (scanned as it arrives), or all of a text answer.
+func (t *turn) chunks(streams, structured bool) func(*abi.GenerateResponseChunk) error {
+	if !streams {
+		return nil
+	}
+	scanners := map[int]*messageScanner{}
+	return func(c *abi.GenerateResponseChunk) error {
+		if c.Role != abi.RoleModel {
+			return nil
+		}
+		delta := c.Text()
+		if structured {
+			sc := scanners[c.Index]
+			if sc == nil {
+				sc = &messageScanner{}
+				scanners[c.Index] = sc
+			}
+			delta = sc.Write(delta)
+		}
+		if delta == "" {
+			return nil
+		}
+		return t.emit(delta)
+	}
+}
+
+// stepIDOf is s's ID, or "" for none.
+func stepIDOf(s *Step) string {
+	if s == nil {
+		return ""
+	}
+	return s.id
 }
 
 // answerSchema is the schema of a structured answer: the message (or, strict, the
@@ -290,7 +352,7 @@ func (t *turn) canned(rt *Route, d Data) []CannedResponse {
 	vars := t.dataVars(d)
 	var out []CannedResponse
 	for _, r := range all {
-		text, err := RenderTemplate(r.Template, vars, MissingFails)
+		text, err := RenderTemplate(r.Template, vars, MissingError)
 		if err != nil {
 			continue // a response naming data not collected yet cannot be said yet
 		}

@@ -45,7 +45,6 @@ func TestStrictComposition(t *testing.T) {
 			for _, answer := range []any{
 				"Sure, I'll book it right away!",
 				map[string]any{"response": "made_up"},
-				map[string]any{"message": "free text", "response": "confirm"},
 			} {
 				reply(m, answer)
 				before := c.state
@@ -57,8 +56,23 @@ func TestStrictComposition(t *testing.T) {
 					t.Errorf("a refused answer changed the state")
 				}
 			}
+			// A canned response with a free message besides: the message is a field
+			// the answer does not have, ignored unless the agent is strict.
+			reply(m, map[string]any{"message": "free text", "response": "confirm"})
+			if res := c.say("and back?"); res.Message != "Your flight to Lisbon is noted." {
+				t.Errorf("a canned response with an extra message: %q", res.Message)
+			}
 		})
 	}
+	t.Run("strict agent", func(t *testing.T) {
+		a, m, _ := newAgent(t, routes.WithComposition(routes.CannedStrict), routes.WithCannedResponses(cannedFlight...), routes.WithStrict())
+		flightRoute(a)
+		c := converse(t, a, ways[0])
+		reply(m, map[string]any{"message": "free text", "response": "ask_destination"})
+		if _, err := c.try("I want to fly"); !errors.Is(err, routes.ErrNotCanned) {
+			t.Errorf("a free message besides the response: want ErrNotCanned, got %v", err)
+		}
+	})
 	if _, err := func() (r any, err error) {
 		defer func() {
 			if p := recover(); p != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -14,11 +15,70 @@ import (
 // against the route's schema. DataAs decodes it into the Go type the schema came from.
 type Data map[string]any
 
-// Has reports whether the field is known: present and not null. A SkipIf function uses
-// it as seed 002's examples use !!data.field.
+// Has reports whether the field is known: present, not null and not a blank string. A
+// SkipIf function uses it as seed 002's examples use !!data.field (which, unlike Has,
+// also takes 0 and false for unknown: a route whose schema means "not stated" by
+// such a value says so with EmptyKeyword).
 func (d Data) Has(field string) bool {
 	v, ok := d[field]
-	return ok && v != nil
+	return ok && !blank(v)
+}
+
+// EmptyKeyword is the keyword of a property schema listing the values that mean "not
+// stated" for that field, besides null and blank strings, which always do:
+// {"type": "integer", "x-empty": [0]}, {"type": "string", "x-empty": ["unknown",
+// "n/a"]}. A value so marked is never collected: the step that asks for the field
+// stays, and the field stays missing. Validators ignore the keyword.
+const EmptyKeyword = "x-empty"
+
+// blank reports whether v says nothing: null, or a string of spaces at most.
+func blank(v any) bool {
+	if v == nil {
+		return true
+	}
+	s, ok := v.(string)
+	return ok && strings.TrimSpace(s) == ""
+}
+
+// empty reports whether v, given for field, says nothing: blank, or one of the values
+// the field's schema marks as empty (EmptyKeyword).
+func (rt *Route) empty(field string, v any) bool {
+	if blank(v) {
+		return true
+	}
+	marked := rt.empties[field]
+	if len(marked) == 0 {
+		return false
+	}
+	v = generic(v)
+	for _, e := range marked {
+		if reflect.DeepEqual(v, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// emptyValues reads the values each property of a schema marks as empty, in their
+// JSON-decoded form so that they compare with what a model sends.
+func emptyValues(props map[string]any) map[string][]any {
+	out := map[string][]any{}
+	for name, p := range props {
+		p, _ := p.(map[string]any)
+		e, ok := p[EmptyKeyword]
+		if !ok {
+			continue
+		}
+		values := []any{e}
+		if list, ok := generic(e).([]any); ok {
+			values = slices.Clone(list)
+		}
+		for i, v := range values {
+			values[i] = generic(v)
+		}
+		out[name] = values
+	}
+	return out
 }
 
 // DataAs decodes data into T, typically the type whose schema the route has
@@ -61,9 +121,10 @@ func (rt *Route) validate(d Data) error {
 	return nil
 }
 
-// merge returns data with update's known fields merged in (null values are no news),
-// after checking the result against the route's schema. Fields the schema does not
-// define are refused too (a schema inferred from a Go type allows no others).
+// merge returns data with update's fields merged in (empty values are no news), after
+// checking the result against the route's schema: all of it or nothing, as strict
+// agents and step tools want it. Fields the schema does not define are refused too (a
+// schema inferred from a Go type allows no others).
 func (rt *Route) merge(data, update Data) (Data, error) {
 	out := maps.Clone(data)
 	if out == nil {
@@ -71,7 +132,7 @@ func (rt *Route) merge(data, update Data) (Data, error) {
 	}
 	changed := false
 	for _, k := range slices.Sorted(maps.Keys(update)) {
-		if v := update[k]; v != nil {
+		if v := update[k]; !rt.empty(k, v) {
 			out[k] = v
 			changed = true
 		}
@@ -83,6 +144,34 @@ func (rt *Route) merge(data, update Data) (Data, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// absorb merges what a model gave for rt, forgivingly: update's fields that are not
+// empty, each validated alone against the route's schema, so that one bad field does
+// not drop the good ones. A field that fails is dropped with a warning.
+func (t *turn) absorb(rt *Route, step string, update Data) {
+	var out Data
+	for _, k := range slices.Sorted(maps.Keys(update)) {
+		v := update[k]
+		if rt.empty(k, v) {
+			continue
+		}
+		if err := rt.validate(Data{k: v}); err != nil {
+			t.warn(Warning{Code: WarnInvalidField, Route: rt.id, Step: step, Field: k,
+				Message: fmt.Sprintf("%s: the value %s was dropped (%v)", k, truncate(asJSON(v), 80), err)})
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(t.st.DataByRoute[rt.id])
+			if out == nil {
+				out = Data{}
+			}
+		}
+		out[k] = v
+	}
+	if out != nil {
+		t.st.DataByRoute[rt.id] = out
+	}
 }
 
 // missing lists the fields among fields that data does not know yet.

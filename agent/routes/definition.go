@@ -37,6 +37,10 @@ type Definition struct {
 	// DefaultMinRouteScore.
 	RoutingMargin *float64 `json:"routingMargin,omitempty"`
 	MinRouteScore *float64 `json:"minRouteScore,omitempty"`
+	// Strict makes the agent refuse what a model gets wrong (WithStrict).
+	Strict bool `json:"strict,omitempty"`
+	// MissingVariables is "empty" (the default) or "error" (WithMissingVariables).
+	MissingVariables string `json:"missingVariables,omitempty"`
 }
 
 // GuidelineDef is a Guideline in a definition: its tools by name, and Enabled as in
@@ -78,6 +82,9 @@ type RouteDef struct {
 	InitialStep  *StepDef         `json:"initialStep,omitempty"`
 	Steps        []StepDef        `json:"steps,omitempty"`
 	Responses    []CannedResponse `json:"responses,omitempty"`
+	// OnComplete names (by ID or title) the route that follows this one once it
+	// completes (RouteOptions.OnComplete).
+	OnComplete string `json:"onComplete,omitempty"`
 }
 
 // StepDef is a step in a definition (StepSpec).
@@ -213,6 +220,16 @@ func (b *builder) agent(def Definition, opts []Option) (*Agent, error) {
 	if def.MinRouteScore != nil {
 		fields = append(fields, fieldOption{"minRouteScore", WithMinRouteScore(*def.MinRouteScore)})
 	}
+	if def.Strict {
+		fields = append(fields, fieldOption{"strict", WithStrict()})
+	}
+	switch def.MissingVariables {
+	case "", "empty":
+	case "error":
+		fields = append(fields, fieldOption{"missingVariables", WithMissingVariables(MissingError)})
+	default:
+		return nil, at("missingVariables", invalid("missingVariables %q: want empty or error", def.MissingVariables))
+	}
 	for _, f := range fields {
 		if err := f.opt.apply(a); err != nil {
 			return nil, at(f.path, fmt.Errorf("routes: agent %q: %w", def.Name, err))
@@ -254,6 +271,9 @@ func (b *builder) agent(def Definition, opts []Option) (*Agent, error) {
 		if err := rt.check(); err != nil {
 			return nil, at(fmt.Sprintf("routes[%d].steps", i), err)
 		}
+		if rt.onComplete != "" && a.routeNamed(rt.onComplete) == nil {
+			return nil, at(fmt.Sprintf("routes[%d].onComplete", i), invalid("route %q: onComplete names no route of the agent: %q", rt.title, rt.onComplete))
+		}
 		for j, d := range rt.domains {
 			if _, ok := a.domains[d]; !ok {
 				return nil, at(fmt.Sprintf("routes[%d].domains[%d]", i, j), invalid("unknown domain %q", d))
@@ -274,7 +294,7 @@ func (b *builder) route(a *Agent, path string, rd RouteDef) error {
 	o := RouteOptions{
 		ID: rd.ID, Title: rd.Title, Description: rd.Description, Conditions: rd.Conditions,
 		Guidelines: guidelines, Domains: rd.Domains, Rules: rd.Rules, Prohibitions: rd.Prohibitions,
-		Schema: rd.Schema, InitialData: rd.InitialData, Responses: rd.Responses,
+		Schema: rd.Schema, InitialData: rd.InitialData, Responses: rd.Responses, OnComplete: rd.OnComplete,
 	}
 	rt, err := a.createRoute(o)
 	if err != nil {

@@ -17,6 +17,7 @@ type Status struct {
 	Step          string     `json:"step,omitempty"`
 	RouteComplete bool       `json:"routeComplete,omitempty"`
 	ToolCalls     []ToolCall `json:"toolCalls,omitempty"`
+	Warnings      []Warning  `json:"warnings,omitempty"`
 }
 
 // DefineFlow binds the agent to a session flow and registers it: every turn of a
@@ -25,11 +26,15 @@ type Status struct {
 // flow. The answer streams as generation chunks, then a Status. A session's prompt
 // input (session.WithPromptInput), a JSON object, overrides the agent's context.
 //
-// A turn whose extracted data is invalid (ErrInvalidData) or whose answer is not
-// canned in strict composition (ErrNotCanned) is refused: the client's Receive yields
-// the error, the session is unchanged, and the connection stays open. A turn's
-// messages must be the user's. DefineFlow panics if the agent's definition is invalid,
-// an option is invalid, or the name is taken.
+// A turn's warnings are in its Status. A turn whose answer is not canned in strict
+// composition (ErrNotCanned), or, for a strict agent, whose extracted data is invalid
+// (ErrInvalidData), whose model answer does not match its schema
+// (agent.ErrInvalidOutput) or whose template names a missing variable
+// (ErrMissingVariable, with MissingError), is refused: the client's Receive yields the
+// error, the session is unchanged, and the connection stays open. The agent's
+// persistence (WithPersistence) is not used: the session's snapshots keep its State.
+// A turn's messages must be the user's. DefineFlow panics if the agent's definition is
+// invalid, an option is invalid, or the name is taken.
 func DefineFlow(r *agent.Registry, name string, a *Agent, opts ...session.SessionFlowOption[State]) *session.SessionFlow[Status, State] {
 	if err := a.Validate(); err != nil {
 		panic(fmt.Sprintf("routes: flow %q: %v", name, err))
@@ -68,7 +73,8 @@ func (a *Agent) flowTurn(ctx context.Context, resp *session.Responder[Status], s
 	out, err := a.respond(ctx, RespondInput{History: history, Session: &st, Context: vars}, func(delta string) error {
 		return resp.SendChunk(&abi.GenerateResponseChunk{Role: abi.RoleModel, Content: []*abi.Part{abi.NewTextPart(delta)}})
 	})
-	if errors.Is(err, ErrInvalidData) || errors.Is(err, ErrNotCanned) {
+	if errors.Is(err, ErrInvalidData) || errors.Is(err, ErrNotCanned) || errors.Is(err, ErrMissingVariable) || errors.Is(err, agent.ErrInvalidOutput) {
+		// What a strict agent refuses ends the turn, not the session.
 		return refuse(err)
 	}
 	if err != nil {
@@ -79,7 +85,7 @@ func (a *Agent) flowTurn(ctx context.Context, resp *session.Responder[Status], s
 		sess.AddMessages(abi.NewModelTextMessage(out.Message))
 	}
 	sess.SetCustom(*out.Session)
-	status := Status{RouteComplete: out.RouteComplete, ToolCalls: out.ToolCalls}
+	status := Status{RouteComplete: out.RouteComplete, ToolCalls: out.ToolCalls, Warnings: out.Warnings}
 	if r := out.Session.CurrentRoute; r != nil {
 		status.Route = r.ID
 	}

@@ -108,8 +108,25 @@ func testmodel_transcript(req *abi.GenerateRequest) []string {
 	return out
 }
 
-func TestFlowRefusesInvalidDataAndKeepsTheSession(t *testing.T) {
+// A forgiving flow's turn goes on without what the model got wrong, and its status
+// says what that was.
+func TestFlowStatusCarriesTheWarnings(t *testing.T) {
 	a, m, r := newAgent(t)
+	flightRoute(a)
+	conn, err := routes.DefineFlow(r, "travel", a).StreamBidi(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	reply(m, map[string]any{"message": "Where to?", "destination": 42, "passengers": 2})
+	text, status, _, err := flowTurn(t, conn, "To the 42nd street, two of us")
+	if err != nil || text != "Where to?" || len(status.Warnings) != 1 || status.Warnings[0].Field != "destination" {
+		t.Errorf("turn: %q, status %+v, %v", text, status, err)
+	}
+}
+
+func TestFlowRefusesInvalidDataAndKeepsTheSession(t *testing.T) {
+	a, m, r := newAgent(t, routes.WithStrict())
 	flightRoute(a)
 	flow := routes.DefineFlow(r, "travel", a)
 	conn, err := flow.StreamBidi(t.Context())
@@ -119,6 +136,10 @@ func TestFlowRefusesInvalidDataAndKeepsTheSession(t *testing.T) {
 	reply(m, map[string]any{"message": "Where to?", "destination": 42})
 	if _, _, _, err := flowTurn(t, conn, "To the 42nd street"); !errors.Is(err, routes.ErrInvalidData) {
 		t.Errorf("want the turn refused with ErrInvalidData, got %v", err)
+	}
+	reply(m, "Where would you like to go?")
+	if _, _, _, err := flowTurn(t, conn, "Somewhere"); !errors.Is(err, agent.ErrInvalidOutput) {
+		t.Errorf("prose: want the turn refused with ErrInvalidOutput, got %v", err)
 	}
 	reply(m, map[string]any{"message": "Where to?"})
 	if text, _, _, err := flowTurn(t, conn, "Sorry, four"); err != nil || text != "Where to?" {

@@ -76,7 +76,7 @@ var ways = []way{
 				return nil, fmt.Errorf("accumulated %q, deltas add up to %q", c.Accumulated, acc.String())
 			}
 			if c.Done {
-				return &routes.Response{Message: c.Accumulated, Session: c.Session, ToolCalls: c.ToolCalls, RouteComplete: c.RouteComplete}, nil
+				return &routes.Response{Message: c.Accumulated, Session: c.Session, ToolCalls: c.ToolCalls, RouteComplete: c.RouteComplete, Warnings: c.Warnings}, nil
 			}
 		}
 		return nil, fmt.Errorf("the stream ended without a final chunk")

@@ -48,6 +48,11 @@ type SessionData struct {
 	CompletedAt   *time.Time `json:"completedAt,omitempty"`
 	CreatedAt     time.Time  `json:"createdAt"`
 	UpdatedAt     time.Time  `json:"updatedAt"`
+
+	// head and turn are the record Session read it from, which a turn's save
+	// continues (saveTurn).
+	head string
+	turn int
 }
 
 // MessageRole says who wrote a persisted message.
@@ -222,6 +227,7 @@ func (m *Manager) Session(ctx context.Context, id string) (*SessionData, error) 
 	if err := json.Unmarshal(head.Data, &s); err != nil {
 		return nil, fmt.Errorf("routes: session %s: %w", id, err)
 	}
+	s.head, s.turn = head.ID, head.Turn
 	last, err := m.st.Head(ctx, m.ns, messageLine(id))
 	switch {
 	case err == nil:
@@ -295,6 +301,67 @@ func (m *Manager) SaveState(ctx context.Context, id string, st *State) (*Session
 		s.syncState()
 		return nil
 	})
+}
+
+// UpdateContext merges updates into a session's own context, key by key
+// (State.UpdateContext): its next turn renders from it.
+func (m *Manager) UpdateContext(ctx context.Context, id string, updates any) (*SessionData, error) {
+	return m.update(ctx, id, func(s *SessionData) error {
+		if s.State == nil {
+			s.State = NewState(id)
+		}
+		return s.State.UpdateContext(updates)
+	})
+}
+
+// messageRoles are the roles of the messages a conversation saves, by their role in it.
+var messageRoles = map[abi.Role]MessageRole{abi.RoleUser: RoleUser, abi.RoleModel: RoleAgent, abi.RoleSystem: RoleSystem}
+
+// saveTurn saves a turn of an agent that keeps its sessions (WithPersistence): its
+// State, first, then the turn's new messages and the answer. The save continues the
+// record the turn loaded its session from, so that of two turns run at once on one
+// session, the second to save fails with store.ErrConflict instead of overwriting
+// the first's State; a session loaded by none (loaded nil) is created.
+func (m *Manager) saveTurn(ctx context.Context, loaded *SessionData, agentName string, res *Response, msgs []*abi.Message) error {
+	st := res.Session
+	if loaded == nil {
+		if _, err := m.CreateSession(ctx, SessionData{ID: st.ID, AgentName: agentName, State: st, Metadata: st.Metadata}); err != nil {
+			return err
+		}
+	} else {
+		s := *loaded
+		s.State = st.clone()
+		s.syncState()
+		s.UpdatedAt = m.now()
+		s.MessageCount, s.LastMessageAt = 0, nil // read from the messages, never stored
+		if err := m.commit(ctx, sessionLine(s.ID), loaded.head, loaded.turn+1, s); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return fmt.Errorf("routes: session %s changed while the turn ran, and the turn was not saved: %w", s.ID, err)
+			}
+			return err
+		}
+	}
+	for _, msg := range msgs {
+		role, ok := messageRoles[msg.Role]
+		if !ok {
+			continue // tool messages are the turn's own
+		}
+		if _, err := m.SaveMessage(ctx, MessageData{SessionID: st.ID, Role: role, Content: msg.Text()}); err != nil {
+			return err
+		}
+	}
+	if res.Message == "" {
+		return nil
+	}
+	answer := MessageData{SessionID: st.ID, Role: RoleAgent, Content: res.Message, ToolCalls: res.ToolCalls}
+	if r := st.CurrentRoute; r != nil {
+		answer.Route = r.ID
+	}
+	if s := st.CurrentStep; s != nil {
+		answer.Step = s.ID
+	}
+	_, err := m.SaveMessage(ctx, answer)
+	return err
 }
 
 // UserSessions returns a user's sessions, the most recent first, at most limit of them

@@ -29,7 +29,7 @@ func TestRenderTemplate(t *testing.T) {
 		"Typed: {{typed.firstName}}": "Typed: Bob",
 		"No variables":               "No variables",
 	} {
-		got, err := routes.RenderTemplate(tmpl, vars, routes.MissingFails)
+		got, err := routes.RenderTemplate(tmpl, vars, routes.MissingError)
 		if want == "" {
 			if !errors.Is(err, routes.ErrMissingVariable) || !strings.Contains(err.Error(), "{{company}}") {
 				t.Errorf("%q: want an error naming {{company}}, got %q, %v", tmpl, got, err)

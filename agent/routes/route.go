@@ -41,7 +41,8 @@ type RouteOptions struct {
 	Rules        []string
 	Prohibitions []string
 	// Schema is the JSON Schema of the route's data (an object): SchemaFor[T]() from a
-	// Go type, or a schema written by hand. Steps collect its properties.
+	// Go type, or a schema written by hand. Steps collect its properties. A property
+	// may list the values that mean "not stated" (EmptyKeyword).
 	Schema map[string]any
 	// InitialData is the data a route starts with when it is entered.
 	InitialData Data
@@ -52,6 +53,14 @@ type RouteOptions struct {
 	// Responses are the route's canned responses, used with the agent's own in the
 	// canned composition modes.
 	Responses []CannedResponse
+	// OnComplete names (by ID or title) the route the conversation goes on to once
+	// this one completes (seed 002's onComplete): the completing turn records it as
+	// the State's NextRoute, and the next turn enters it, with its own data. Validate
+	// checks the route exists.
+	OnComplete string
+	// OnCompleteFunc chooses that route from the data this one collected, by ID or
+	// title; "" chooses none. A route gives OnComplete or OnCompleteFunc, not both.
+	OnCompleteFunc func(Data) string
 }
 
 // Route is a conversation flow: steps that collect the fields of its data, from an
@@ -73,6 +82,13 @@ type Route struct {
 	initial     *Step
 	steps       []*Step // in the order they were defined, the initial step first
 	responses   []CannedResponse
+	// empties are the values each field's schema marks as empty (EmptyKeyword).
+	empties map[string][]any
+	// onComplete and onCompleteFunc choose the next route (RouteOptions); next is
+	// onComplete resolved, once the agent is validated.
+	onComplete     string
+	onCompleteFunc func(Data) string
+	next           *Route
 	// stepsText describes the steps for prompts, written once the route is checked.
 	stepsText string
 }
@@ -124,7 +140,10 @@ func newRoute(a *Agent, o RouteOptions) (*Route, error) {
 		agent: a, id: o.ID, title: o.Title, description: o.Description,
 		conditions: slices.Clone(o.Conditions), domains: slices.Clone(o.Domains),
 		rules: slices.Clone(o.Rules), prohibitions: slices.Clone(o.Prohibitions),
-		responses: slices.Clone(o.Responses),
+		responses: slices.Clone(o.Responses), onComplete: o.OnComplete, onCompleteFunc: o.OnCompleteFunc,
+	}
+	if o.OnComplete != "" && o.OnCompleteFunc != nil {
+		return nil, invalid("route %q: OnComplete and OnCompleteFunc both choose the next route; give one", o.Title)
 	}
 	initial, err := toData(o.InitialData)
 	if err != nil {
@@ -192,6 +211,7 @@ func (rt *Route) setSchema(s map[string]any) error {
 		return invalid("route %q: schema: %v", rt.title, err)
 	}
 	rt.schema, rt.partial = s, v
+	rt.empties = emptyValues(rt.properties())
 	return nil
 }
 
@@ -199,6 +219,12 @@ func (rt *Route) setSchema(s map[string]any) error {
 func (rt *Route) properties() map[string]any {
 	p, _ := rt.schema["properties"].(map[string]any)
 	return p
+}
+
+// defines reports whether field is a property of the route's schema.
+func (rt *Route) defines(field string) bool {
+	_, ok := rt.properties()[field]
+	return ok
 }
 
 // checkFields fails unless every field is a property of the route's schema.

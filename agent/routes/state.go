@@ -1,9 +1,12 @@
 package routes
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/terrarium-ai/terrarium/agent"
 )
 
 // State is where a conversation stands (seed 002's SessionState): the current route
@@ -20,8 +23,17 @@ type State struct {
 	// coming back resumes it there.
 	StepByRoute  map[string]string `json:"stepByRoute,omitempty"`
 	RouteHistory []RouteVisit      `json:"routeHistory,omitempty"`
+	// NextRoute is the route the next turn enters: the one the completed route's
+	// OnComplete chose.
+	NextRoute string `json:"nextRoute,omitempty"`
+	// Context is this conversation's own context (UpdateContext), over the agent's
+	// and under a turn's RespondInput.Context, key by key.
+	Context map[string]any `json:"context,omitempty"`
 	// Metadata is the application's own (user, channel...), kept as it is.
 	Metadata map[string]any `json:"metadata,omitempty"`
+	// CreatedAt is the time of the conversation's first turn; UpdatedAt, of its last.
+	CreatedAt time.Time `json:"createdAt,omitzero"`
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
 }
 
 // RouteRef names the current route.
@@ -44,6 +56,8 @@ type RouteVisit struct {
 	EnteredAt time.Time  `json:"enteredAt"`
 	ExitedAt  *time.Time `json:"exitedAt,omitempty"`
 	Completed bool       `json:"completed"`
+	// From is the route whose completion led here (its OnComplete), if any.
+	From string `json:"from,omitempty"`
 }
 
 // NewState returns the state of a new conversation (seed 002's createSession).
@@ -69,6 +83,38 @@ func (s *State) DataFor(routeID string) Data {
 // RouteComplete reports whether the current route reached EndRoute.
 func (s *State) RouteComplete() bool {
 	return s != nil && s.CurrentStep != nil && s.CurrentStep.ID == EndRouteID
+}
+
+// UpdateContext merges updates (any value that encodes to a JSON object) into the
+// conversation's own context, key by key (seed 002's updateContext, per conversation):
+// the next turn's templates render from it. A nil value removes its key.
+func (s *State) UpdateContext(updates any) error {
+	d, err := toData(updates)
+	if err != nil {
+		return fmt.Errorf("routes: %w: UpdateContext: %v", agent.ErrInvalidInput, err)
+	}
+	s.Context = mergeContext(s.Context, d)
+	return nil
+}
+
+// mergeContext returns base with updates merged in, key by key, a nil value removing
+// its key; base is not changed.
+func mergeContext(base, updates map[string]any) map[string]any {
+	if len(updates) == 0 {
+		return base
+	}
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, v := range updates {
+		if v == nil {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // clone returns a deep copy, so a turn never changes the state it was given.
@@ -101,6 +147,9 @@ func (s *State) clone() *State {
 	}
 	if s.Metadata != nil {
 		c.Metadata = deepCopy(s.Metadata).(map[string]any)
+	}
+	if s.Context != nil {
+		c.Context = deepCopy(s.Context).(map[string]any)
 	}
 	return &c
 }

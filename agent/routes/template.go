@@ -12,11 +12,14 @@ import (
 type Missing int
 
 const (
-	// MissingFails makes rendering fail with an error wrapping ErrMissingVariable that
-	// names the variable: the default, so that a typo shows at once.
-	MissingFails Missing = iota
-	// MissingEmpty renders a missing variable as nothing, as Handlebars does.
-	MissingEmpty
+	// MissingEmpty renders a missing variable as nothing, as Handlebars does: the
+	// default of an agent, whose turns report the variables rendered so (a warning in
+	// the turn's result, an event in its trace, a log line) rather than fail.
+	MissingEmpty Missing = iota
+	// MissingError makes rendering fail with an error wrapping ErrMissingVariable that
+	// names the variable: a turn whose prompt names one fails, so that a typo shows at
+	// once.
+	MissingError
 )
 
 // placeholder is a {{variable}} or {{dotted.path}}, spaces allowed inside the braces.
@@ -28,25 +31,35 @@ var placeholder = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z
 // elements joined by ", ", objects as JSON, null as nothing. A variable vars lacks is
 // an error or nothing, as missing says.
 func RenderTemplate(template string, vars map[string]any, missing Missing) (string, error) {
+	out, absent := render(template, vars)
+	if len(absent) > 0 && missing == MissingError {
+		return "", missingVariable(absent[0], template)
+	}
+	return out, nil
+}
+
+// missingVariable is the error of a template naming a variable its context lacks.
+func missingVariable(path, template string) error {
+	return fmt.Errorf("routes: %w: {{%s}} in %q", ErrMissingVariable, path, template)
+}
+
+// render renders template with the variables vars lacks as nothing, and returns their
+// paths, in order.
+func render(template string, vars map[string]any) (string, []string) {
 	if !strings.Contains(template, "{{") {
 		return template, nil
 	}
-	var firstErr error
+	var absent []string
 	out := placeholder.ReplaceAllStringFunc(template, func(m string) string {
 		path := placeholder.FindStringSubmatch(m)[1]
 		v, ok := lookup(vars, path)
 		if !ok {
-			if missing == MissingFails && firstErr == nil {
-				firstErr = fmt.Errorf("routes: %w: {{%s}} in %q", ErrMissingVariable, path, template)
-			}
+			absent = append(absent, path)
 			return ""
 		}
 		return format(v)
 	})
-	if firstErr != nil {
-		return "", firstErr
-	}
-	return out, nil
+	return out, absent
 }
 
 // RenderTemplates renders each template of a list (RenderTemplate).

@@ -6,11 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/tracing"
 	"github.com/terrarium-ai/terrarium/internal/schema"
 )
 
@@ -34,6 +40,11 @@ type turn struct {
 	emit func(delta string) error
 	// asked records the routes whose next step the model already chose this turn.
 	asked map[*Route]bool
+	// span is the turn's trace span; warnings, what the turn absorbed; absent, the
+	// template variables the context lacked, each once.
+	span     trace.Span
+	warnings []Warning
+	absent   []string
 }
 
 // decision is what the routing call said.
@@ -59,29 +70,46 @@ func (a *Agent) ready() (unlock func(), err error) {
 
 // respond runs the turn pipeline of seed 002: routing (with step choice and data
 // extraction folded into one call), step traversal (skipIf, requires, step tools),
-// the answer (message and collected fields in one call), the merge of the data.
-func (a *Agent) respond(ctx context.Context, in RespondInput, emit func(string) error) (*Response, error) {
+// the answer (message and collected fields in one call), the merge of the data. It
+// records the turn as a span whose events are the turn's warnings.
+func (a *Agent) respond(ctx context.Context, in RespondInput, emit func(string) error) (res *Response, err error) {
 	unlock, err := a.ready()
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	vars := maps.Clone(a.vars)
-	if vars == nil {
-		vars = map[string]any{}
-	}
+	ctx, span := tracing.Start(ctx, a.name, tracing.Step, nil)
+	defer func() {
+		var out any
+		if res != nil {
+			out = turnSummary(res)
+		}
+		span.End(out, err)
+	}()
 	override, err := toData(in.Context)
 	if err != nil {
 		return nil, fmt.Errorf("routes: context: %w", err)
 	}
-	maps.Copy(vars, override)
-	t := &turn{a: a, st: in.Session.clone(), history: in.History, vars: vars, now: a.now(), emit: emit, asked: map[*Route]bool{}}
+	t := &turn{a: a, st: in.Session.clone(), history: in.History, now: a.now(), emit: emit, asked: map[*Route]bool{}, span: trace.SpanFromContext(ctx)}
+	// The context's layers, each over the one before: the agent's, the conversation's,
+	// the call's.
+	t.vars = map[string]any{}
+	a.varsMu.Lock()
+	maps.Copy(t.vars, a.vars)
+	a.varsMu.Unlock()
+	maps.Copy(t.vars, t.st.Context)
+	maps.Copy(t.vars, override)
 	if t.st.DataByRoute == nil {
 		t.st.DataByRoute = map[string]Data{}
 	}
 	if t.st.StepByRoute == nil {
 		t.st.StepByRoute = map[string]string{}
 	}
+	if t.st.CreatedAt.IsZero() {
+		t.st.CreatedAt = t.now
+	}
+	t.st.UpdatedAt = t.now
+	t.enterNext()
 
 	cur := t.current()
 	dec, err := t.decide(ctx, cur)
@@ -95,11 +123,9 @@ func (a *Agent) respond(ctx context.Context, in RespondInput, emit func(string) 
 		t.st.exit(t.now, false) // a completed route is left
 	}
 	if rt != nil && len(dec.data[rt.id]) > 0 {
-		merged, err := rt.merge(t.st.DataByRoute[rt.id], dec.data[rt.id])
-		if err != nil {
+		if err := t.collect(rt, stepID0(t.st), pick(dec.data[rt.id], slices.Collect(maps.Keys(rt.properties())))); err != nil {
 			return nil, err
 		}
-		t.st.DataByRoute[rt.id] = merged
 	}
 
 	var step *Step
@@ -110,7 +136,8 @@ func (a *Agent) respond(ctx context.Context, in RespondInput, emit func(string) 
 		}
 		if complete {
 			t.st.complete(t.now)
-			return &Response{Session: t.st, ToolCalls: t.calls, RouteComplete: true}, nil
+			t.chain(rt)
+			return t.result(ctx, "", true), nil
 		}
 		if step != nil {
 			t.st.moveTo(step, t.now)
@@ -120,7 +147,121 @@ func (a *Agent) respond(ctx context.Context, in RespondInput, emit func(string) 
 	if err != nil {
 		return nil, err
 	}
-	return &Response{Message: msg, Session: t.st, ToolCalls: t.calls}, nil
+	return t.result(ctx, msg, false), nil
+}
+
+// result is the turn's Response. The template variables the context lacked are
+// reported here, once: a warning, and a log line.
+func (t *turn) result(ctx context.Context, msg string, complete bool) *Response {
+	if len(t.absent) > 0 {
+		names := make([]string, len(t.absent))
+		for i, p := range t.absent {
+			names[i] = "{{" + p + "}}"
+		}
+		w := Warning{Code: WarnMissingVariables, Message: "the context lacks " + strings.Join(names, ", ") + ": rendered as nothing"}
+		if r := t.st.CurrentRoute; r != nil {
+			w.Route = r.ID
+		}
+		t.warn(w)
+		t.a.log.WarnContext(ctx, "routes: template variables missing from the context rendered as nothing",
+			"agent", t.a.name, "session", t.st.ID, "route", w.Route, "variables", t.absent)
+	}
+	return &Response{Message: msg, Session: t.st, ToolCalls: t.calls, RouteComplete: complete, Warnings: t.warnings}
+}
+
+// turnSummary is what the turn's span records as its output.
+func turnSummary(r *Response) map[string]any {
+	out := map[string]any{"routeComplete": r.RouteComplete, "warnings": len(r.Warnings)}
+	if cr := r.Session.CurrentRoute; cr != nil {
+		out["route"] = cr.ID
+	}
+	if cs := r.Session.CurrentStep; cs != nil {
+		out["step"] = cs.ID
+	}
+	return out
+}
+
+// collect merges data a model gave for rt: forgivingly (absorb) unless the agent is
+// strict, when data that fails the route's schema fails the turn.
+func (t *turn) collect(rt *Route, step string, update Data) error {
+	if !t.a.strict {
+		t.absorb(rt, step, update)
+		return nil
+	}
+	merged, err := rt.merge(t.st.DataByRoute[rt.id], update)
+	if err != nil {
+		return err
+	}
+	t.st.DataByRoute[rt.id] = merged
+	return nil
+}
+
+// render renders a template of the turn. A variable the context lacks fails the turn
+// with MissingError; otherwise it renders as nothing and is reported at the turn's
+// end (result).
+func (t *turn) render(what, tmpl string, vars map[string]any) (string, error) {
+	out, absent := render(tmpl, vars)
+	if len(absent) > 0 && t.a.missing == MissingError {
+		return "", fmt.Errorf("routes: %s: %w", what, missingVariable(absent[0], tmpl))
+	}
+	for _, p := range absent {
+		if !slices.Contains(t.absent, p) {
+			t.absent = append(t.absent, p)
+		}
+	}
+	return out, nil
+}
+
+// renderAll renders each template of a list (render).
+func (t *turn) renderAll(what string, tmpls []string, vars map[string]any) ([]string, error) {
+	out := make([]string, len(tmpls))
+	for i, tmpl := range tmpls {
+		var err error
+		if out[i], err = t.render(what, tmpl, vars); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// enterNext enters the route a completed route's OnComplete chose, if any: the
+// conversation is in it before routing, which may still leave it for a route the user
+// clearly wants more (the margin).
+func (t *turn) enterNext() {
+	id := t.st.NextRoute
+	if id == "" {
+		return
+	}
+	t.st.NextRoute = ""
+	rt := t.a.route(id)
+	if rt == nil {
+		t.warn(Warning{Code: WarnNextRoute, Route: id, Message: fmt.Sprintf("the next route %q is not a route of the agent (any more): the conversation goes on without it", id)})
+		return
+	}
+	from := ""
+	if cr := t.st.CurrentRoute; cr != nil {
+		from = cr.ID
+	}
+	t.st.enter(rt, t.now)
+	t.st.RouteHistory[len(t.st.RouteHistory)-1].From = from
+}
+
+// chain records the route rt's OnComplete chooses as the next turn's.
+func (t *turn) chain(rt *Route) {
+	next := rt.next
+	if rt.onCompleteFunc != nil {
+		ref := rt.onCompleteFunc(t.st.DataByRoute[rt.id].clone())
+		if ref == "" {
+			return
+		}
+		if next = t.a.routeNamed(ref); next == nil {
+			t.warn(Warning{Code: WarnNextRoute, Route: rt.id, Message: fmt.Sprintf("OnCompleteFunc chose %q, which is not a route of the agent: no route follows", ref)})
+			return
+		}
+	}
+	if next != nil {
+		t.st.NextRoute = next.id
+	}
 }
 
 // current returns the route the conversation is in, or nil outside any route or once
@@ -169,9 +310,9 @@ func (t *turn) decide(ctx context.Context, cur *Route) (decision, error) {
 			continue
 		}
 		if multi {
-			conds, err := RenderTemplates(rt.conditions, t.vars, t.a.missing)
+			conds, err := t.renderAll(fmt.Sprintf("route %q: conditions", rt.title), rt.conditions, t.vars)
 			if err != nil {
-				return dec, fmt.Errorf("routes: route %q: conditions: %w", rt.title, err)
+				return dec, err
 			}
 			in.Routes = append(in.Routes, RouteChoice{Route: rt, Conditions: conds})
 		}
@@ -205,18 +346,13 @@ func (t *turn) decide(ctx context.Context, cur *Route) (decision, error) {
 	}
 	out := map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false}
 	resp, err := t.generate(ctx, system, nil, out, nil)
-	var raw struct {
-		Routes map[string]float64 `json:"routes"`
-		Step   string             `json:"step"`
-		Data   map[string]Data    `json:"data"`
-	}
-	if resp != nil && resp.Message != nil {
-		if perr := resp.Message.Output(&raw); perr != nil && err == nil {
-			err = fmt.Errorf("%w: %v", agent.ErrInvalidOutput, perr)
-		}
-	}
-	if err != nil {
-		if errors.Is(err, agent.ErrInvalidOutput) {
+	if err != nil && (t.a.strict || !errors.Is(err, agent.ErrInvalidOutput)) || resp == nil {
+		if t.a.strict && errors.Is(err, agent.ErrInvalidOutput) && resp != nil {
+			// Say which field was wrong, against the route's own schema.
+			var raw struct {
+				Data map[string]Data `json:"data"`
+			}
+			resp.Message.Output(&raw)
 			var errs []error
 			for _, rt := range t.a.routes {
 				errs = append(errs, fieldErrors(rt, raw.Data[rt.id]))
@@ -227,11 +363,77 @@ func (t *turn) decide(ctx context.Context, cur *Route) (decision, error) {
 		}
 		return dec, fmt.Errorf("routes: routing: %w", err)
 	}
-	if choose {
+	fields, _, perr := decodeOutput(resp.Text())
+	if perr != nil {
+		// Nothing to decide with: the conversation stays where it is.
+		t.warn(Warning{Code: WarnRouting, Route: routeID(cur), Message: fmt.Sprintf("the routing answer held no JSON (%v): the conversation keeps its route and step, and nothing was extracted", perr)})
+		return dec, nil
+	}
+	dec = t.decisionOf(fields, cur)
+	if choose && dec.step != "" {
 		t.asked[cur] = true
 	}
-	dec.scores, dec.step, dec.data = raw.Routes, raw.Step, raw.Data
 	return dec, nil
+}
+
+// decisionOf reads a routing answer, taking what it can: scores that are numbers (or
+// numbers in strings), a step that is a string, data that is an object by route. A
+// part of the wrong shape is left out, with a warning.
+func (t *turn) decisionOf(fields map[string]any, cur *Route) decision {
+	dec := decision{scores: map[string]float64{}, data: map[string]Data{}}
+	var wrong []string
+	if raw, ok := fields["routes"]; ok {
+		scores, ok := raw.(map[string]any)
+		if !ok {
+			wrong = append(wrong, "routes")
+		}
+		for id, v := range scores {
+			switch v := v.(type) {
+			case float64:
+				dec.scores[id] = v
+			case string:
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					wrong = append(wrong, "routes."+id)
+					continue
+				}
+				dec.scores[id] = f
+			default:
+				wrong = append(wrong, "routes."+id)
+			}
+		}
+	}
+	if raw, ok := fields["step"]; ok && raw != nil {
+		if dec.step, ok = raw.(string); !ok {
+			wrong = append(wrong, "step")
+		}
+	}
+	if raw, ok := fields["data"]; ok && raw != nil {
+		byRoute, ok := raw.(map[string]any)
+		if !ok {
+			wrong = append(wrong, "data")
+		}
+		for id, d := range byRoute {
+			if d, ok := d.(map[string]any); ok {
+				dec.data[id] = d
+			} else if d != nil {
+				wrong = append(wrong, "data."+id)
+			}
+		}
+	}
+	if len(wrong) > 0 {
+		slices.Sort(wrong)
+		t.warn(Warning{Code: WarnRouting, Route: routeID(cur), Message: "the routing answer's " + strings.Join(wrong, ", ") + " had the wrong type and were left out"})
+	}
+	return dec
+}
+
+// routeID is rt's ID, or "" for none.
+func routeID(rt *Route) string {
+	if rt == nil {
+		return ""
+	}
+	return rt.id
 }
 
 func stepID0(st *State) string {
@@ -436,14 +638,20 @@ func (t *turn) chooseStep(ctx context.Context, rt *Route, from *Step, cands []St
 	}
 	out := map[string]any{"type": "object", "properties": map[string]any{"step": stepEnum(cands)}, "required": []any{"step"}, "additionalProperties": false}
 	resp, err := t.generate(ctx, system, nil, out, nil)
-	if err != nil {
+	if err != nil && (t.a.strict || !errors.Is(err, agent.ErrInvalidOutput)) || resp == nil {
 		return "", fmt.Errorf("routes: route %q: choosing the step after %q: %w", rt.title, from.id, err)
 	}
 	var raw struct {
 		Step string `json:"step"`
 	}
 	if err := resp.Message.Output(&raw); err != nil {
-		return "", fmt.Errorf("routes: route %q: choosing the step after %q: %w: %v", rt.title, from.id, agent.ErrInvalidOutput, err)
+		if t.a.strict {
+			return "", fmt.Errorf("routes: route %q: choosing the step after %q: %w: %v", rt.title, from.id, agent.ErrInvalidOutput, err)
+		}
+		raw.Step = ""
+	}
+	if !slices.ContainsFunc(cands, func(c StepChoice) bool { return c.Step.id == raw.Step }) {
+		t.warn(Warning{Code: WarnRouting, Route: rt.id, Step: from.id, Message: fmt.Sprintf("the step choice named no next step (%s): the first, %s, was taken", truncate(resp.Text(), 80), cands[0].Step.id)})
 	}
 	return raw.Step, nil
 }
@@ -485,7 +693,7 @@ func (t *turn) runStepTool(ctx context.Context, rt *Route, s *Step) error {
 	}
 	update := Data{}
 	for k, v := range obj {
-		if _, ok := rt.properties()[k]; ok {
+		if rt.defines(k) {
 			update[k] = v
 		}
 	}
@@ -559,15 +767,33 @@ func toolCallsOf(msgs []*abi.Message) []ToolCall {
 	return out
 }
 
-// decodeOutput decodes a structured answer's JSON.
-func decodeOutput(text string) (map[string]any, error) {
+// decodeOutput decodes the JSON object of a structured answer, wherever in the text
+// the model put it (alone, in a code fence, amid commentary), and returns it as
+// written too.
+func decodeOutput(text string) (map[string]any, json.RawMessage, error) {
 	raw, err := abi.ExtractJSON(text)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	if out == nil {
+		return nil, nil, errors.New("the JSON value is null, not an object")
+	}
+	return out, raw, nil
+}
+
+// fence is the mark of a code fence, with its info string.
+var fence = regexp.MustCompile("```[A-Za-z]*")
+
+// around returns what a model wrote around the JSON raw of its answer text, code
+// fences left out.
+func around(text string, raw json.RawMessage) string {
+	i := strings.Index(text, string(raw))
+	if i < 0 {
+		return ""
+	}
+	return fence.ReplaceAllString(text[:i]+text[i+len(raw):], "")
 }

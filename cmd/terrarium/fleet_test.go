@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,13 +12,14 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/terrarium-ai/terrarium/store/pgstore/pgtest"
 )
 
 // fleetAgents writes an agent file of the offline echo model, with no store named:
 // with -store, its sessions are kept in PostgreSQL.
-func fleetAgents(t *testing.T) string {
+func fleetAgents(t testing.TB) string {
 	t.Helper()
 	offline, err := filepath.Abs("../../plugins/offline")
 	if err != nil {
@@ -47,8 +47,13 @@ func startFleet(t *testing.T, n int) []*served {
 // turnStatus runs a turn and returns its status and the model's text, or the error's
 // code; unlike turnText it does not fail the test, so that it can run in a goroutine.
 func (s *served) turnStatus(session, text string) (status int, answer string, err error) {
+	return turnAt(s.url, session, text)
+}
+
+// turnAt is turnStatus on the host at url.
+func turnAt(url, session, text string) (status int, answer string, err error) {
 	body, _ := json.Marshal(map[string]string{"text": text})
-	resp, err := http.Post(s.url+"/api/agents/echo/sessions/"+session+"/turns", "application/json", strings.NewReader(string(body)))
+	resp, err := http.Post(url+"/api/agents/echo/sessions/"+session+"/turns", "application/json", strings.NewReader(string(body)))
 	if err != nil {
 		return 0, "", err
 	}
@@ -198,10 +203,15 @@ func TestServeStoreWantsAPostgresURL(t *testing.T) {
 // holdText is the turn fakeOpenAI streams a first chunk of and then never finishes.
 const holdText = "hold"
 
+// slowPrefix starts a turn that fakeOpenAI streams a first chunk of and finishes after
+// the duration that follows ("sleep 2s").
+const slowPrefix = "sleep "
+
 // fakeOpenAI serves a Chat Completions API on loopback for the openai plugin. It
 // answers "echo: <the last user text>"; a turn of holdText streams "partial" and then
 // hangs until its caller goes away (or the test ends), so that a host can be killed
-// mid-turn.
+// mid-turn; a turn "sleep <duration>" streams "partial", then the rest of its answer
+// once the duration has passed.
 func fakeOpenAI(t *testing.T) *httptest.Server {
 	t.Helper()
 	ended := make(chan struct{})
@@ -243,6 +253,19 @@ func fakeOpenAI(t *testing.T) *httptest.Server {
 			case <-r.Context().Done():
 			case <-ended:
 			}
+			return
+		}
+		if d, err := time.ParseDuration(strings.TrimPrefix(text, slowPrefix)); err == nil && strings.HasPrefix(text, slowPrefix) {
+			delta("partial", nil)
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			case <-ended:
+				return
+			}
+			delta(" echo: "+text, "stop")
+			fmt.Fprint(w, "data: [DONE]\n\n")
 			return
 		}
 		delta("echo: "+text, "stop")
@@ -287,38 +310,6 @@ func (s *served) headOf(t *testing.T, session string) string {
 	return info.Snapshot.SnapshotID
 }
 
-// awaitStreamed sends a turn as server-sent events and returns once the client has
-// read a chunk of the model's text: the turn is then running on the host.
-func (s *served) awaitStreamed(t *testing.T, session, text, want string) {
-	t.Helper()
-	body, _ := json.Marshal(map[string]string{"text": text})
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", s.url+"/api/agents/echo/sessions/"+session+"/turns?stream=true", strings.NewReader(string(body)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	lines := bufio.NewScanner(resp.Body)
-	for lines.Scan() {
-		data, ok := strings.CutPrefix(lines.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var c struct {
-			Chunk *struct {
-				Content []struct{ Text string }
-			}
-		}
-		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			t.Fatalf("turn %q: chunk %s: %v", text, data, err)
-		}
-		if c.Chunk != nil && len(c.Chunk.Content) > 0 && c.Chunk.Content[0].Text == want {
-			return
-		}
-	}
-	t.Fatalf("turn %q ended (%v) before %q streamed", text, lines.Err(), want)
-}
-
 // A host is killed without warning while a turn runs on it (the model has streamed
 // part of its answer to the client): the turn was never acknowledged, so it leaves
 // nothing in the store. The session's head on the other hosts is still the last
@@ -338,7 +329,7 @@ func TestFleetHostKilledMidTurn(t *testing.T) {
 	}
 	head := hosts[0].headOf(t, id)
 
-	hosts[1].awaitStreamed(t, id, holdText, "partial")
+	hosts[1].streamRunning(t, id, holdText, "partial")
 	hosts[1].stop(t, syscall.SIGKILL)
 
 	if got := hosts[0].headOf(t, id); got != head {

@@ -5,8 +5,12 @@
 //	terrarium plugin new <name> [--model|--handler] scaffold a plugin project that conforms
 //	terrarium plugin build <dir> [-o file.wasm]   build a Go plugin to .wasm (cached)
 //	terrarium plugin call <file.wasm> <name> <json> run one tool, model or handler
-//	terrarium plugin inspect <file.wasm> [--json] describe a plugin without loading it
-//	terrarium plugin test <file.wasm> [flags]     run the conformance suite
+//	terrarium plugin inspect <file.wasm | oci://...> [--json]
+//	                                              describe a plugin without loading (or pulling) it
+//	terrarium plugin test <file.wasm | oci://...> run the conformance suite
+//	terrarium plugin push <file.wasm> <registry>/<repo>:<tag>
+//	                                              push a plugin to an OCI registry
+//	terrarium plugin pull <oci://...> [-o file]   pull a plugin from an OCI registry
 //	terrarium plugin keygen <key file>            make an ed25519 key pair for signing
 //	terrarium plugin sign <file.wasm> -key <file> sign a plugin (writes <file.wasm>.sig)
 //	terrarium plugin verify <file.wasm> --trusted-key <key>
@@ -14,8 +18,8 @@
 //	terrarium mcp <dir> [--http addr]             serve plugins' tools to MCP clients
 //
 // It adds no logic of its own: it drives deploy, server, mcp, host/pluginbuild,
-// host.Inspect, host.LoadDir and host/conformance, as a Go program embedding Terrarium
-// would.
+// host.Inspect, host.LoadDir, host/conformance and host/oci, as a Go program embedding
+// Terrarium would.
 package main
 
 import (
@@ -50,8 +54,15 @@ commands:
                                         scaffold a plugin project that builds and conforms as generated
   plugin build <dir> [-o file.wasm]     build a Go plugin (GOOS=wasip1) to .wasm, cached
   plugin call <file.wasm> <name> <json> run one tool, model or handler with grants and a session state
-  plugin inspect <file.wasm> [--json]   show a plugin's descriptor, imports, exports, size and SHA-256
-  plugin test <file.wasm> [flags]       check a plugin against Terrarium's conformance suite
+  plugin inspect <file.wasm | oci://...> [--json]
+                                        show a plugin's descriptor, imports, exports, size and SHA-256;
+                                        of a registry plugin, what its manifest says, without pulling it
+  plugin test <file.wasm | oci://...> [flags]
+                                        check a plugin against Terrarium's conformance suite
+  plugin push <file.wasm> <registry>/<repo>:<tag>
+                                        push a plugin to an OCI registry; prints its pinned oci:// reference
+  plugin pull <oci://registry/repo:tag[@sha256:...]> [-o file.wasm]
+                                        pull a plugin from an OCI registry into the cache
   plugin keygen <key file>              make an ed25519 key pair for signing plugins
   plugin sign <file.wasm> -key <file>   sign a plugin: writes <file.wasm>.sig
   plugin verify <file.wasm> --trusted-key <key>

@@ -18,6 +18,7 @@ import (
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/cassette"
 	"github.com/terrarium-ai/terrarium/host/conformance"
+	"github.com/terrarium-ai/terrarium/host/oci"
 	"github.com/terrarium-ai/terrarium/host/pluginbuild"
 )
 
@@ -43,6 +44,10 @@ func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return pluginSign(ctx, args[1:], stdout, stderr)
 	case "verify":
 		return pluginVerify(ctx, args[1:], stdout, stderr)
+	case "push":
+		return pluginPush(ctx, args[1:], stdout, stderr)
+	case "pull":
+		return pluginPull(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "terrarium plugin: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage
@@ -200,6 +205,7 @@ type wasmCommand struct {
 	verbose  bool
 	manifest host.Manifest
 	wasm     []byte
+	oci      ociFlags
 }
 
 // parseWasmCommand parses the command line of a command taking a .wasm file and
@@ -214,8 +220,9 @@ func parseWasmCommand(name, help, jsonHelp string, args []string, stderr io.Writ
 	fs.BoolVar(&c.verbose, "v", false, "show the plugin's log lines (on stderr)")
 	var g grants
 	g.register(fs)
+	c.oci.register(fs, false)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: terrarium %s <file.wasm> [--json] [grants]\n\n%s\n", name, help)
+		fmt.Fprintf(stderr, "usage: terrarium %s <file.wasm | oci://registry/repository:tag[@sha256:...]> [--json] [grants]\n\n%s\n", name, help)
 		fs.PrintDefaults()
 	}
 	file, ok := parse(fs, args, stderr)
@@ -233,6 +240,9 @@ func parseWasmCommand(name, help, jsonHelp string, args []string, stderr io.Writ
 		return nil, exitUsage, false
 	}
 	c.manifest = m
+	if oci.IsReference(file) {
+		return c, exitOK, true // the command fetches what it needs
+	}
 	if c.wasm, err = os.ReadFile(file); err != nil {
 		fmt.Fprintf(stderr, "terrarium %s: %v\n", name, err)
 		return nil, exitFailed, false
@@ -252,13 +262,10 @@ func pluginInspect(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if !ok {
 		return code
 	}
-	h, err := host.New(nil, host.WithLogger(quietLogger()))
-	if err != nil {
-		fmt.Fprintf(stderr, "terrarium plugin inspect: %v\n", err)
-		return exitFailed
+	if oci.IsReference(c.file) {
+		return inspectReference(ctx, c, stdout, stderr)
 	}
-	defer h.Close(context.Background())
-	in, err := h.Inspect(ctx, c.wasm, c.manifest)
+	in, err := inspect(ctx, c.wasm, c.manifest)
 	if err != nil {
 		fmt.Fprintf(stderr, "terrarium plugin inspect: %s: %v\n", c.file, err)
 		return exitFailed
@@ -278,6 +285,16 @@ func pluginInspect(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitFailed
 	}
 	return exitOK
+}
+
+// inspect inspects a module in a host of its own.
+func inspect(ctx context.Context, wasm []byte, m host.Manifest) (*host.Inspection, error) {
+	h, err := host.New(nil, host.WithLogger(quietLogger()))
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close(context.Background())
+	return h.Inspect(ctx, wasm, m)
 }
 
 func printInspection(w io.Writer, file string, in *host.Inspection) {
@@ -303,12 +320,7 @@ func printInspection(w io.Writer, file string, in *host.Inspection) {
 		for _, h := range d.Handlers {
 			fmt.Fprintf(tw, "handler\t/handler/%s/%s at %v\n", d.Name, h.Name, h.Points)
 		}
-		c := d.Capabilities
-		state := string(c.State)
-		if state == "" {
-			state = "none"
-		}
-		fmt.Fprintf(tw, "asks for\tstate %s; http %v; config %v; secrets %v\n", state, c.HTTP, c.Config, c.Secrets)
+		printAsks(tw, d.Capabilities)
 	} else {
 		fmt.Fprintf(tw, "describe\tFAILED: %v\n", in.DescribeErr)
 	}
@@ -334,6 +346,15 @@ func printInspection(w io.Writer, file string, in *host.Inspection) {
 	tw.Flush()
 }
 
+// printAsks prints what a plugin asks to be granted.
+func printAsks(w io.Writer, c plugin.Capabilities) {
+	state := string(c.State)
+	if state == "" {
+		state = "none"
+	}
+	fmt.Fprintf(w, "asks for\tstate %s; http %v; config %v; secrets %v\n", state, c.HTTP, c.Config, c.Secrets)
+}
+
 func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var record, replay string
 	c, code, ok := parseWasmCommand("plugin test",
@@ -348,6 +369,16 @@ func pluginTest(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if record != "" && replay != "" {
 		fmt.Fprintln(stderr, "terrarium plugin test: give --record or --replay, not both")
 		return exitUsage
+	}
+	if oci.IsReference(c.file) {
+		// Exactly what operators will pull: the same module, its signature checked
+		// when a policy is given.
+		pulled, err := c.oci.pull(ctx, c.file, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "terrarium plugin test: %v\n", err)
+			return exitFailed
+		}
+		c.wasm = pulled.Module
 	}
 	var hostOpts []host.Option
 	var recorder *cassette.Recorder

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/deploy"
-	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/server"
 )
 
@@ -27,8 +26,10 @@ type serveFlags struct {
 	dev               bool
 	maxBody           int64
 	idle, shutdown    time.Duration
+	drain             time.Duration
 	tenants           string
 	trusted           trustedKeys
+	oci               ociFlags
 }
 
 func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -43,8 +44,10 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&f.genkitDir, "genkit-dir", ".", "with -dev, the project directory whose .genkit/runtimes Genkit's tools read")
 	fs.Int64Var(&f.maxBody, "max-body", server.DefaultMaxBodyBytes, "the largest request body accepted, in bytes")
 	fs.DurationVar(&f.idle, "idle", server.DefaultIdleTimeout, "close sessions idle this long (kept sessions reopen on their next turn)")
-	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, let running turns finish this long before cancelling them")
-	fs.Var(&f.trusted, "trusted-key", "load only plugins signed by this key: ed25519:<base64> or a .pub file (repeatable)")
+	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, the longest the shutdown may take: turns detached by the drain may settle until then, and are aborted after")
+	fs.DurationVar(&f.drain, "drain-timeout", 20*time.Second, "on SIGTERM, how long running turns may finish, refusing new ones, before those still running are detached (at most -shutdown-timeout)")
+	fs.Var(&f.trusted, "trusted-key", "load only plugin files signed by this key (terrarium plugin sign): ed25519:<base64> or a .pub file (repeatable);\nregistry plugins are then checked with --cosign-key or --certificate-identity")
+	f.oci.register(fs, true)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: terrarium serve [flags] [dir]\n\nServes the agents defined by the agent files (*.yaml) in dir (default .).")
 		fs.PrintDefaults()
@@ -100,8 +103,16 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 	opts := []server.Option{server.WithLogger(log), server.WithMetrics(mp, metrics),
 		server.WithMaxBodyBytes(f.maxBody), server.WithIdleTimeout(f.idle)}
 	if f.tenants == "" {
+		puller, err := f.oci.puller(log, false)
+		if err != nil {
+			return err
+		}
+		policy, err := f.oci.verifier("terrarium serve")
+		if err != nil {
+			return err
+		}
 		dopts := []deploy.Option{deploy.WithDataDir(f.data), deploy.WithLogger(log), deploy.WithMeterProvider(mp),
-			deploy.WithHostOptions(host.WithTrustedKeys(f.trusted...))}
+			deploy.WithTrustedKeys(f.trusted...), deploy.WithPuller(puller), deploy.WithSignaturePolicy(policy)}
 		if f.store != "" {
 			dopts = append(dopts, deploy.WithPostgres(f.store))
 		}
@@ -162,6 +173,7 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 			names = append(names, a.Name)
 		}
 	}
+	log.Info("serving", "addr", ln.Addr().String(), "agents", len(names))
 	fmt.Fprintf(stdout, "serving %d agents (%s) on %s\n", len(names), strings.Join(names, ", "), url)
 	fmt.Fprintf(stdout, "open %s/ to chat, or run: terrarium chat %s\n", url, url)
 
@@ -170,9 +182,16 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 	case err := <-errc:
 		return err
 	}
-	fmt.Fprintln(stderr, "shutting down: finishing running turns")
+	// Drain while the listeners still answer: a load balancer's probe learns the host
+	// is not ready, and a request that reaches it anyway is refused with a Retry-After
+	// rather than a connection refused.
+	log.Info("stopping: draining", "drain-timeout", f.drain, "shutdown-timeout", f.shutdown)
 	sctx, cancel := context.WithTimeout(context.Background(), f.shutdown)
 	defer cancel()
+	dctx, dcancel := context.WithTimeout(sctx, f.drain)
+	srv.Drain(dctx)
+	dcancel()
+	log.Info("stopping: closing the listeners and the sessions")
 	done := make(chan error, len(servers))
 	for _, s := range servers {
 		go func() { done <- s.Shutdown(sctx) }()
@@ -182,7 +201,9 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 		errs = append(errs, <-done)
 	}
 	if err := errors.Join(errs...); err != nil {
-		fmt.Fprintf(stderr, "shutdown: %v\n", err)
+		log.Warn("stopped, not cleanly", "error", err)
+	} else {
+		log.Info("stopped")
 	}
 	return nil
 }

@@ -88,15 +88,36 @@ func startServe(t *testing.T, args ...string) *served {
 // launchServe runs terrarium serve with args and waits until it serves.
 func launchServe(t testing.TB, args ...string) *served {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"serve", "-addr", "127.0.0.1:0"}, args...)...)
-	stdout, err := cmd.StdoutPipe()
+	return launch(t, serveCmd(t, args...))
+}
+
+// serveCmd is the command of terrarium serve with args, on a free port of loopback.
+func serveCmd(t testing.TB, args ...string) *exec.Cmd {
+	t.Helper()
+	return exec.Command(binary(t), append([]string{"serve", "-addr", "127.0.0.1:0"}, args...)...)
+}
+
+// launch starts cmd, a terrarium serve, and waits until it serves.
+func launch(t testing.TB, cmd *exec.Cmd) *served {
+	t.Helper()
+	s, err := startServing(cmd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return s
+}
+
+// startServing starts cmd, a terrarium serve, and waits until it serves, or fails
+// saying why.
+func startServing(cmd *exec.Cmd) (*served, error) {
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
 	}
 	s := &served{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	lines := bufio.NewScanner(stdout)
 	for s.url == "" && lines.Scan() {
@@ -113,9 +134,9 @@ func launchServe(t testing.TB, args ...string) *served {
 	if s.url == "" {
 		cmd.Process.Kill()
 		<-s.exited
-		t.Fatalf("terrarium serve did not start:\n%s", s.stderr)
+		return nil, fmt.Errorf("terrarium serve did not start:\n%s", s.stderr)
 	}
-	return s
+	return s, nil
 }
 
 // stop sends a signal and waits for the process to exit.
@@ -252,8 +273,11 @@ func TestServeStopsGracefullyOnSIGTERM(t *testing.T) {
 	if err := s.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("exit after SIGTERM: %v\n%s", err, s.stderr)
 	}
-	if !strings.Contains(s.stderr.String(), "shutting down") {
-		t.Errorf("stderr:\n%s", s.stderr)
+	// The phases of the stop are logged.
+	for _, phase := range []string{`msg="stopping: draining"`, `msg="drained: no turn is running"`, `msg="stopping: closing the listeners and the sessions"`, "msg=stopped\n"} {
+		if !strings.Contains(s.stderr.String(), phase) {
+			t.Errorf("stderr lacks %s:\n%s", phase, s.stderr)
+		}
 	}
 	s = startServe(t, "-data", data, exampleDeployment)
 	if text := s.turnText(t, "assistant", id, "after"); text != "echo: after" {

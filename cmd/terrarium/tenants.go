@@ -45,6 +45,11 @@ type servedTenants struct {
 // under namespaces of its own. What it returns is to be closed, error or not.
 func deployTenants(ctx context.Context, files []*deploy.File, f serveFlags, log *slog.Logger, mp metric.MeterProvider) (*servedTenants, error) {
 	st := &servedTenants{}
+	// One puller, one cache: tenants pinning the same plugin share its module.
+	puller, err := f.oci.puller(log, false)
+	if err != nil {
+		return st, err
+	}
 	defs, err := tenant.ReadFile(f.tenants)
 	if err != nil {
 		return st, err
@@ -71,7 +76,7 @@ func deployTenants(ctx context.Context, files []*deploy.File, f serveFlags, log 
 		return st, fmt.Errorf("opening the snapshot store: %w", err)
 	}
 	hostLog := log.With("component", "host")
-	if st.root, err = host.New(agent.NewRegistry(), host.WithLogger(hostLog), host.WithTrustedKeys(f.trusted...)); err != nil {
+	if st.root, err = host.New(agent.NewRegistry(), host.WithLogger(hostLog)); err != nil {
 		return st, err
 	}
 	for _, t := range defs {
@@ -81,9 +86,20 @@ func deployTenants(ctx context.Context, files []*deploy.File, f serveFlags, log 
 				mine = append(mine, file)
 			}
 		}
+		// A tenant's own signature policy (its paths relative to the tenants file), or
+		// else the server's (its flags' paths relative to the working directory).
+		policy, name, dir := t.Signatures, "tenant "+t.ID, filepath.Dir(f.tenants)
+		if policy.IsZero() {
+			policy, name, dir = f.oci.policy(), "terrarium serve", ""
+		}
+		verifier, err := policy.Verifier(name, dir)
+		if err != nil {
+			return st, fmt.Errorf("tenant %s: %w", t.ID, err)
+		}
 		limiter := tenant.NewLimiter(t)
 		d, err := deploy.New(ctx, mine, deploy.WithStore(st.store), deploy.WithLogger(log), deploy.WithMeterProvider(mp),
-			deploy.WithUsage(limiter.CountUsage),
+			deploy.WithUsage(limiter.CountUsage), deploy.WithTrustedKeys(f.trusted...),
+			deploy.WithPuller(puller), deploy.WithSignaturePolicy(verifier),
 			deploy.WithTenant(st.root, t.ID, host.TenantConfig{Secrets: t.SecretValues(), Admit: t.Admission(), Gate: limiter}))
 		if err != nil {
 			return st, fmt.Errorf("tenant %s: %w", t.ID, err)

@@ -58,18 +58,13 @@ func known(field string) func(routes.Data) bool {
 	return func(d routes.Data) bool { return d.Has(field) }
 }
 
-func run(ctx context.Context, w io.Writer) error {
-	r := agent.NewRegistry()
-	var calls atomic.Int64
-	testmodel.Define(r, "demo/travel", testmodel.WithHandler(func(req *abi.GenerateRequest) testmodel.Turn {
-		calls.Add(1)
-		return testmodel.Turn{Response: &abi.GenerateResponse{Message: abi.NewModelTextMessage(rules.Answer(req)), FinishReason: abi.FinishStop}}
-	}))
-
+// travelAgent defines Skye, the travel agent, answering with the named model: a
+// flight route (destination, date, passengers) and a hotel route (city, nights).
+func travelAgent(r *agent.Registry, model string) *routes.Agent {
 	a := routes.New(r, "Skye",
 		routes.WithDescription("A travel agent."),
 		routes.WithGoal("Book the trip the traveller wants."),
-		routes.WithGenerateOpts(agent.WithModelName("demo/travel")),
+		routes.WithGenerateOpts(agent.WithModelName(model)),
 	)
 	a.CreateGuideline(routes.Guideline{Action: "Confirm what you understood before asking the next question"})
 	flight := a.CreateRoute(routes.RouteOptions{
@@ -89,6 +84,18 @@ func run(ctx context.Context, w io.Writer) error {
 		NextStep(routes.StepSpec{ID: "ask_city", Prompt: "Ask the city", Collect: []string{"city"}}).
 		NextStep(routes.StepSpec{ID: "ask_nights", Prompt: "Ask the number of nights", Collect: []string{"nights"}}).
 		NextStep(routes.StepSpec{Step: routes.EndRoute})
+	return a
+}
+
+func run(ctx context.Context, w io.Writer) error {
+	r := agent.NewRegistry()
+	var calls atomic.Int64
+	testmodel.Define(r, "demo/travel", testmodel.WithHandler(func(req *abi.GenerateRequest) testmodel.Turn {
+		calls.Add(1)
+		return testmodel.Turn{Response: &abi.GenerateResponse{Message: abi.NewModelTextMessage(rules.Answer(req)), FinishReason: abi.FinishStop}}
+	}))
+
+	a := travelAgent(r, "demo/travel")
 
 	var history []*abi.Message
 	state := routes.NewState("trip-1")

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/table"
 	"github.com/dgraph-io/ristretto/v2/z"
 
@@ -38,14 +37,20 @@ func verifyTables(dir string, opt badger.Options) error {
 		return fmt.Errorf("%w: %s: %w", store.ErrCorrupt, badger.ManifestFilename, err)
 	}
 	for id, tm := range manifest.Tables {
-		if err := verifyTable(table.NewFilename(id, dir), tm, opt); err != nil {
+		if err := verifyTable(table.NewFilename(id, dir), id, tm, opt); err != nil {
 			return fmt.Errorf("%w: table %s: %w", store.ErrCorrupt, filepath.Base(table.NewFilename(id, dir)), err)
 		}
 	}
 	return nil
 }
 
-func verifyTable(path string, tm badger.TableManifest, opt badger.Options) (err error) {
+// verifyTable maps the table and hands Badger only its bytes, as an in-memory table,
+// so that the mapping is this function's alone to unmap, once. Given the file
+// (table.OpenTable), Badger unmaps and closes it on some failures (a checksum that
+// fails) and not on others (a damaged index, a panic), and the caller cannot tell
+// which: unmapping again after it has, once the range is mapped anew by another
+// component, takes that component's memory away.
+func verifyTable(path string, id uint64, tm badger.TableManifest, opt badger.Options) (err error) {
 	if tm.KeyID != 0 {
 		return errors.New("encrypted, which this store does not use")
 	}
@@ -57,14 +62,11 @@ func verifyTable(path string, tm badger.TableManifest, opt badger.Options) (err 
 		if r := recover(); r != nil {
 			err = fmt.Errorf("badger panicked reading it: %v", r)
 		}
-		if err != nil {
-			// OpenTable closes the file on some of its failures and not others;
-			// closing twice fails harmlessly.
-			mf.Close(-1)
+		if cerr := mf.Close(-1); err == nil {
+			err = cerr
 		}
 	}()
-	t, err := table.OpenTable(mf, table.Options{
-		ChkMode:            options.OnTableRead,
+	t, err := table.OpenInMemoryTable(mf.Data, id, &table.Options{
 		Compression:        tm.Compression,
 		BlockSize:          opt.BlockSize,
 		BloomFalsePositive: opt.BloomFalsePositive,
@@ -72,6 +74,5 @@ func verifyTable(path string, tm badger.TableManifest, opt badger.Options) (err 
 	if err != nil {
 		return err
 	}
-	// Close, not DecrRef: dropping the last reference deletes the file.
-	return t.Close(-1)
+	return t.VerifyChecksum()
 }

@@ -67,6 +67,8 @@ type Fetch struct {
 	Body    string            `json:"body,omitempty"`
 	// Piece is the size of each read; the tool reports how many reads it took.
 	Piece int `json:"piece,omitempty"`
+	// Discard reads the body without keeping it: the tool reports its length only.
+	Discard bool `json:"discard,omitempty"`
 }
 
 // Fetched is what the http tool saw.
@@ -75,6 +77,7 @@ type Fetched struct {
 	Headers map[string]string `json:"headers"`
 	Body    string            `json:"body"`
 	Reads   int               `json:"reads"`
+	Length  int               `json:"length"`
 }
 
 func main() {
@@ -135,12 +138,15 @@ func main() {
 		}
 		var sb strings.Builder
 		buf := make([]byte, piece)
-		reads := 0
+		reads, length := 0, 0
 		for {
 			n, err := resp.Body.Read(buf)
 			if n > 0 {
 				reads++
-				sb.Write(buf[:n])
+				length += n
+				if !in.Discard {
+					sb.Write(buf[:n])
+				}
 			}
 			if err == io.EOF {
 				break
@@ -149,7 +155,7 @@ func main() {
 				return result(nil, err)
 			}
 		}
-		return result(Fetched{Status: resp.Status, Headers: resp.Header, Body: sb.String(), Reads: reads}, nil)
+		return result(Fetched{Status: resp.Status, Headers: resp.Header, Body: sb.String(), Reads: reads, Length: length}, nil)
 	})
 	sdk.Tool("http_leak", "opens responses without closing them", func(ctx context.Context, in Fetch) (Result, error) {
 		for i := 0; ; i++ {

@@ -5,7 +5,8 @@
 // (ok, panic, loop, oom, badjson, huge, error, sleep, poll, exit, logflood), a tool,
 // returns, that returns the code it is given after setting the output and the error it
 // is given (ABI.md, section 2, Errors: which of them the host believes), a tool that
-// keeps one caller's input in a global variable for the next (remember), and a model,
+// keeps one caller's input in a global variable for the next (remember), a tool that
+// looks through the kernel for what earlier calls left there (snoop), and a model,
 // streamer, that streams until the host refuses a chunk, and forger, which answers
 // with a user's message. With a mode it misbehaves in
 // that one way, each a failure kind the conformance suite must report (abi, dupnames,
@@ -29,6 +30,9 @@ func inputLength() uint64
 
 //go:wasmimport extism:host/env input_load_u8
 func inputLoadU8(offset uint64) uint32
+
+//go:wasmimport extism:host/env input_load_u64
+func inputLoadU64(offset uint64) uint64
 
 //go:wasmimport extism:host/env alloc
 func alloc(n uint64) uint64
@@ -133,7 +137,7 @@ func mode() string { return config("mode") }
 func info(text string) { logLine(0, block([]byte(text))) }
 
 // faultTools are the tools of the default mode.
-var faultTools = []string{"ok", "panic", "loop", "oom", "badjson", "huge", "error", "sleep", "poll", "exit", "logflood", "remember", "returns"}
+var faultTools = []string{"ok", "panic", "loop", "oom", "badjson", "huge", "error", "sleep", "poll", "exit", "logflood", "remember", "returns", "snoop"}
 
 // remembered is what the remember tool was given last, by whichever caller: the
 // plugin memory that must never carry one tenant's (or, under session isolation, one
@@ -298,6 +302,8 @@ func faultTool(name string, input map[string]any) int32 {
 		previous := remembered
 		remembered, _ = input["text"].(string)
 		return output(map[string]any{"output": previous})
+	case "snoop":
+		return output(map[string]any{"output": string(snoop())})
 	case "logflood":
 		text, _ := input["text"].(string)
 		for range int(number("lines", 1)) {
@@ -306,6 +312,38 @@ func faultTool(name string, input map[string]any) int32 {
 		return outputRaw([]byte(`{"output":"logged"}`))
 	}
 	return fail("not_found", "no tool "+name)
+}
+
+// snoopWindow is how far snoop looks: past its input, and into new blocks of each
+// size up to it.
+const snoopWindow = 16 << 10
+
+// snoop returns the bytes other than 0 that the kernel lets a call read beyond what it
+// was given: past its input (one byte at a time, and eight at a time from the input's
+// last seven bytes on), and in new blocks it has not written. Where earlier calls'
+// blocks are not zeroed, or the input's loads not bounded, they are an earlier call's.
+func snoop() []byte {
+	var seen []byte
+	n := inputLength()
+	for i := n; i < n+snoopWindow; i++ {
+		if b := byte(inputLoadU8(i)); b != 0 {
+			seen = append(seen, b)
+		}
+	}
+	for i := n - min(n, 7); i < n+snoopWindow; i++ {
+		if v := inputLoadU64(i); v != 0 {
+			seen = binary.LittleEndian.AppendUint64(seen, v)
+		}
+	}
+	for size := uint64(1); size <= snoopWindow; size *= 2 {
+		off := alloc(size)
+		for i := range size {
+			if b := byte(loadU8(off + i)); b != 0 {
+				seen = append(seen, b)
+			}
+		}
+	}
+	return seen
 }
 
 // pollClock calls WASI's poll_oneoff itself with one relative clock subscription.

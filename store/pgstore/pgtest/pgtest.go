@@ -94,21 +94,35 @@ func randomHex(t testing.TB) string {
 // start again: what tests of a database going away need, and must not do to the
 // database other tests share.
 type Cluster struct {
-	t      testing.TB
-	script string
-	dir    string
-	url    string
+	t       testing.TB
+	script  string
+	dir     string
+	url     string
+	command func(*exec.Cmd)
+}
+
+// ClusterOption configures NewCluster.
+type ClusterOption func(*Cluster)
+
+// WithCommand has f adjust each command the cluster is run with (.ci/postgres.sh's
+// init, start, stop...) before it starts, e.g. to start it in a control group of its
+// own, where PostgreSQL's processes then run (cgroup.Group.Command).
+func WithCommand(f func(*exec.Cmd)) ClusterOption {
+	return func(c *Cluster) { c.command = f }
 }
 
 // NewCluster initialises and starts a cluster (a few seconds), removed when the test
 // ends.
-func NewCluster(t testing.TB) *Cluster {
+func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	t.Helper()
 	script, err := findScript()
 	if err != nil {
 		unavailable(t, err.Error())
 	}
 	c := &Cluster{t: t, script: script}
+	for _, o := range opts {
+		o(c)
+	}
 	out, err := c.run("init")
 	if err != nil {
 		unavailable(t, err.Error())
@@ -156,6 +170,9 @@ func (c *Cluster) Crash() {
 
 func (c *Cluster) run(args ...string) (string, error) {
 	cmd := exec.Command(c.script, args...)
+	if c.command != nil {
+		c.command(cmd)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
