@@ -9,10 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/session"
@@ -278,6 +282,11 @@ func countedBody(chunks, changes int, gate <-chan struct{}) session.SessionFlowF
 // follows a change (not one per change) in a turn that asks; none in a detached turn,
 // even one that asks.
 func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
+	// No span records the state either: a provider another test installed may still be
+	// the global one's delegate.
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(noop.NewTracerProvider())
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 	body := countedBody(4, 3, nil)
 	count := func(t *testing.T, conn *session.SessionFlowConnection[Status, Counted], in *session.SessionFlowInput) (encoded int64, patches int) {
 		t.Helper()
@@ -308,17 +317,18 @@ func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
 	conn.Close()
 	conn.Output()
 
-	// Detached: the snapshots encode the state, as many times whether the detached
-	// turn, or the attached turn before it, asked for patches or not.
+	// Detached: the state is encoded for the snapshots only (counted apart, by the
+	// store), whether the detached turn, or the attached turn before it, asked for
+	// patches or not.
 	detached := func(before, ask bool) int64 {
-		store := session.NewInMemorySnapshotStore[Counted]()
+		store := &savesCounted{SnapshotStore: session.NewInMemorySnapshotStore[Counted]()}
 		gate := make(chan struct{})
 		flow := session.DefineSessionFlow(agent.NewRegistry(), "counted", countedBody(4, 3, gate), session.WithSnapshotStore(store))
 		conn, _ := flow.StreamBidi(context.Background())
 		first := say("first")
 		first.CustomPatches = before
 		count(t, conn, first)
-		start := encodings.Load()
+		start, startSaves := encodings.Load(), store.encodings()
 		conn.Detach(&session.SessionFlowInput{Messages: say("go").Messages, CustomPatches: ask})
 		var pending string
 		for c, err := range conn.Receive() {
@@ -336,13 +346,74 @@ func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
 		if _, err := flow.Wait(context.Background(), pending); err != nil {
 			t.Fatal(err)
 		}
-		return encodings.Load() - start
+		return encodings.Load() - start - (store.encodings() - startSaves)
 	}
-	none := detached(false, false)
-	for _, c := range [][2]bool{{false, true}, {true, false}, {true, true}} {
-		if n := detached(c[0], c[1]); n != none {
-			t.Errorf("a detached turn (asking %v, after a turn asking %v) encoded its state %d times, %d when neither asked", c[1], c[0], n, none)
+	for _, c := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+		if n := detached(c[0], c[1]); n != 0 {
+			t.Errorf("a detached turn (asking %v, after a turn asking %v) encoded its state %d times besides its snapshots", c[1], c[0], n)
 		}
+	}
+}
+
+// savesCounted is a snapshot store that counts the Counted encodings it makes, saving
+// and verifying what it reads.
+type savesCounted struct {
+	session.SnapshotStore[Counted]
+	mu      sync.Mutex
+	saving  int // calls under way
+	encoded int64
+}
+
+// counted runs a call of the store, counting its encodings.
+func counted[T any](s *savesCounted, call func() (T, error)) (T, error) {
+	s.mu.Lock()
+	s.saving++
+	s.mu.Unlock()
+	before := encodings.Load()
+	v, err := call()
+	s.mu.Lock()
+	s.saving--
+	s.encoded += encodings.Load() - before
+	s.mu.Unlock()
+	return v, err
+}
+
+// SaveSnapshot saves, counting.
+func (s *savesCounted) SaveSnapshot(ctx context.Context, snap *session.SessionSnapshot[Counted]) error {
+	_, err := counted(s, func() (struct{}, error) { return struct{}{}, s.SnapshotStore.SaveSnapshot(ctx, snap) })
+	return err
+}
+
+// GetSnapshot reads, counting.
+func (s *savesCounted) GetSnapshot(ctx context.Context, id string) (*session.SessionSnapshot[Counted], error) {
+	return counted(s, func() (*session.SessionSnapshot[Counted], error) { return s.SnapshotStore.GetSnapshot(ctx, id) })
+}
+
+// LatestSnapshot reads, counting.
+func (s *savesCounted) LatestSnapshot(ctx context.Context, sessionID string) (*session.SessionSnapshot[Counted], error) {
+	return counted(s, func() (*session.SessionSnapshot[Counted], error) {
+		return s.SnapshotStore.LatestSnapshot(ctx, sessionID)
+	})
+}
+
+// ListSnapshots reads, counting.
+func (s *savesCounted) ListSnapshots(ctx context.Context, sessionID string) ([]*session.SessionSnapshot[Counted], error) {
+	return counted(s, func() ([]*session.SessionSnapshot[Counted], error) {
+		return s.SnapshotStore.ListSnapshots(ctx, sessionID)
+	})
+}
+
+// encodings returns the encodings the store made, once no call is under way (a save
+// may follow a turn's end, as the flow's invocation ends).
+func (s *savesCounted) encodings() int64 {
+	for {
+		s.mu.Lock()
+		saving, n := s.saving, s.encoded
+		s.mu.Unlock()
+		if saving == 0 {
+			return n
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
