@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -95,6 +96,15 @@ type HandlerInput struct {
 	Input []*Message `json:"input,omitempty"`
 	// Response is the model's answer (afterGenerate and turnEnd, when there is one).
 	Response *GenerateResponse `json:"response,omitempty"`
+}
+
+// UnmarshalJSON decodes a handler's input, refusing a null message.
+func (in *HandlerInput) UnmarshalJSON(b []byte) error {
+	type plain HandlerInput
+	if err := json.Unmarshal(b, (*plain)(in)); err != nil {
+		return err
+	}
+	return NoNulls("input", in.Input)
 }
 
 // DirectiveAction is what a handler tells the turn to do next.

@@ -235,15 +235,27 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	if !c.Role.Valid() {
 		return fmt.Errorf("abi: message has role %q: want system, user, model or tool", c.Role)
 	}
-	for i, p := range c.Content {
-		if p == nil {
-			return fmt.Errorf("abi: message content[%d] is null", i)
-		}
+	if err := NoNulls("message content", c.Content); err != nil {
+		return err
 	}
 	if c.Content == nil {
 		c.Content = []*Part{}
 	}
 	*m = Message(c)
+	return nil
+}
+
+// NoNulls returns an error naming what[i] for the first nil element of elems. Every
+// wire type holding an array of objects calls it as it is decoded: encoding/json
+// decodes a null element of a []*T to a nil pointer without asking T, and then every
+// reader of the array (a session's checks, a provider's encoder) would have to check
+// each element, or panic on the first null a client sends.
+func NoNulls[T any](what string, elems []*T) error {
+	for i, e := range elems {
+		if e == nil {
+			return fmt.Errorf("%s[%d] is null: want an object", what, i)
+		}
+	}
 	return nil
 }
 
@@ -268,4 +280,13 @@ type Artifact struct {
 	Name     string         `json:"name,omitempty"`
 	Parts    []*Part        `json:"parts"`
 	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// UnmarshalJSON decodes an artifact, refusing a null part.
+func (a *Artifact) UnmarshalJSON(b []byte) error {
+	type plain Artifact
+	if err := json.Unmarshal(b, (*plain)(a)); err != nil {
+		return err
+	}
+	return NoNulls("artifact parts", a.Parts)
 }

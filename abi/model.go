@@ -41,6 +41,15 @@ type GenerateRequest struct {
 	Docs       []*Document       `json:"docs,omitempty"`
 }
 
+// UnmarshalJSON decodes a request, refusing a null message, tool or document.
+func (r *GenerateRequest) UnmarshalJSON(b []byte) error {
+	type plain GenerateRequest
+	if err := json.Unmarshal(b, (*plain)(r)); err != nil {
+		return err
+	}
+	return errors.Join(NoNulls("messages", r.Messages), NoNulls("tools", r.Tools), NoNulls("docs", r.Docs))
+}
+
 // MarshalJSON encodes r with "messages" always present, as Genkit's schema requires.
 func (r GenerateRequest) MarshalJSON() ([]byte, error) {
 	type plain GenerateRequest
@@ -64,6 +73,15 @@ type OutputConfig struct {
 type Document struct {
 	Content  []*Part        `json:"content"`
 	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// UnmarshalJSON decodes a document, refusing a null part.
+func (d *Document) UnmarshalJSON(b []byte) error {
+	type plain Document
+	if err := json.Unmarshal(b, (*plain)(d)); err != nil {
+		return err
+	}
+	return NoNulls("document content", d.Content)
 }
 
 // NewTextDocument returns a document holding one text part.
@@ -155,7 +173,7 @@ const (
 // Injected reports whether p is a part a generate call injected (PurposeOutput or
 // PurposeContext).
 func Injected(p *Part) bool {
-	if p.Metadata == nil { // most parts: checked without a map lookup, for long histories
+	if p == nil || p.Metadata == nil { // most parts: checked without a map lookup, for long histories
 		return false
 	}
 	purpose, _ := p.Metadata["purpose"].(string)
@@ -164,15 +182,15 @@ func Injected(p *Part) bool {
 
 // WithoutInjected returns msgs without injected parts, which a generate call adds to
 // user messages only (the parts of other messages are theirs, whatever their
-// metadata). Messages holding none are kept as they are; the others are copied, so
-// msgs is never changed.
+// metadata). Messages holding none (and nil ones) are kept as they are; the others are
+// copied, so msgs is never changed.
 func WithoutInjected(msgs []*Message) []*Message {
 	out := msgs
 	copied := false
 	for i, m := range msgs {
 		// Looked for first: a request carries the whole history, whose messages seldom
 		// hold any, and a copy of each would grow every call's cost with the history.
-		if m.Role != RoleUser || !hasInjected(m.Content) {
+		if m == nil || m.Role != RoleUser || !hasInjected(m.Content) {
 			continue
 		}
 		keep := make([]*Part, 0, len(m.Content)-1)
@@ -244,6 +262,15 @@ type GenerateResponseChunk struct {
 	// Aggregated marks a chunk holding everything generated so far rather than a delta.
 	Aggregated bool `json:"aggregated,omitempty"`
 	Custom     any  `json:"custom,omitempty"`
+}
+
+// UnmarshalJSON decodes a chunk, refusing a null part.
+func (c *GenerateResponseChunk) UnmarshalJSON(b []byte) error {
+	type plain GenerateResponseChunk
+	if err := json.Unmarshal(b, (*plain)(c)); err != nil {
+		return err
+	}
+	return NoNulls("chunk content", c.Content)
 }
 
 // MarshalJSON encodes c with "content" always present, as Genkit's schema requires.
@@ -336,6 +363,15 @@ type GenerateActionOptions struct {
 	MaxTurns           int     `json:"maxTurns,omitempty"`
 }
 
+// UnmarshalJSON decodes the options, refusing a null message or document.
+func (o *GenerateActionOptions) UnmarshalJSON(b []byte) error {
+	type plain GenerateActionOptions
+	if err := json.Unmarshal(b, (*plain)(o)); err != nil {
+		return err
+	}
+	return errors.Join(NoNulls("messages", o.Messages), NoNulls("docs", o.Docs))
+}
+
 // MarshalJSON encodes o with "messages" always present, as Genkit's schema requires.
 func (o GenerateActionOptions) MarshalJSON() ([]byte, error) {
 	type plain GenerateActionOptions
@@ -365,4 +401,13 @@ type Resume struct {
 	Respond  []*Part        `json:"respond,omitempty"`
 	Restart  []*Part        `json:"restart,omitempty"`
 	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// UnmarshalJSON decodes a resume, refusing a null part.
+func (r *Resume) UnmarshalJSON(b []byte) error {
+	type plain Resume
+	if err := json.Unmarshal(b, (*plain)(r)); err != nil {
+		return err
+	}
+	return errors.Join(NoNulls("resume respond", r.Respond), NoNulls("resume restart", r.Restart))
 }

@@ -70,6 +70,15 @@ type ToolResponse struct {
 	Content []*Part `json:"content,omitempty"`
 }
 
+// UnmarshalJSON decodes a tool response, refusing a null part of its content.
+func (r *ToolResponse) UnmarshalJSON(b []byte) error {
+	type plain ToolResponse
+	if err := json.Unmarshal(b, (*plain)(r)); err != nil {
+		return err
+	}
+	return NoNulls("tool response content", r.Content)
+}
+
 // Resource references content by URI.
 type Resource struct {
 	URI string `json:"uri"`

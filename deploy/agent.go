@@ -56,6 +56,7 @@ type snapshots interface {
 	list(ctx context.Context, sessionID string) ([]*Snapshot, error)
 	latest(ctx context.Context, sessionID string) (*Snapshot, error)
 	abort(ctx context.Context, snapshotID string) (*Snapshot, error)
+	wait(ctx context.Context, snapshotID string) (*Snapshot, error)
 }
 
 // bind makes flow the agent's and records the registry keys it took, which Close
@@ -86,6 +87,10 @@ func (s flowSnapshots[Stream, State]) latest(ctx context.Context, sessionID stri
 
 func (s flowSnapshots[Stream, State]) abort(ctx context.Context, id string) (*Snapshot, error) {
 	return erase(s.flow.Abort(ctx, id))
+}
+
+func (s flowSnapshots[Stream, State]) wait(ctx context.Context, id string) (*Snapshot, error) {
+	return erase(s.flow.Wait(ctx, id))
 }
 
 func (s flowSnapshots[Stream, State]) list(ctx context.Context, sessionID string) ([]*Snapshot, error) {
@@ -172,6 +177,16 @@ func (a *Agent) Abort(ctx context.Context, snapshotID string) (*Snapshot, error)
 		return nil, err
 	}
 	return s.abort(ctx, snapshotID)
+}
+
+// Wait waits until the detached turn of a pending snapshot ends and returns the
+// snapshot that settled it (see session.SessionFlow.Wait).
+func (a *Agent) Wait(ctx context.Context, snapshotID string) (*Snapshot, error) {
+	s, err := a.kept()
+	if err != nil {
+		return nil, err
+	}
+	return s.wait(ctx, snapshotID)
 }
 
 // Sessions lists the IDs of the sessions the agent keeps.

@@ -113,9 +113,12 @@ func (s *Server) Run(ctx context.Context, t mcpsdk.Transport) error {
 
 // Handler returns the streamable HTTP endpoint of the server, for any number of
 // clients. It refuses requests reaching a loopback address with another Host header
-// (DNS rebinding); authenticating clients is the job of the handler wrapping it.
+// (DNS rebinding), and requests a web page of another site sends (by their Origin, or
+// Sec-Fetch-Site), which could otherwise call tools of a server on its reader's
+// machine; authenticating clients is the job of the handler wrapping it.
 func (s *Server) Handler() http.Handler {
-	return mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s.sdk }, nil)
+	return http.NewCrossOriginProtection().Handler(
+		mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s.sdk }, nil))
 }
 
 // handler runs tool t for a tools/call request. Bad input and every error of the tool

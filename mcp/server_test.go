@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -164,6 +166,16 @@ func TestServerErrors(t *testing.T) {
 		agent.NewTool("broken", "Fails without a code.", func(context.Context, struct{}) (string, error) {
 			return "", errors.New("disk on fire")
 		}),
+		agent.NewTool("total", "Sums items.", func(_ context.Context, in struct {
+			Items []*addIn `json:"items"`
+		}) (int, error) {
+			ran = true
+			n := 0
+			for _, it := range in.Items {
+				n += it.A + it.B
+			}
+			return n, nil
+		}),
 	})
 
 	for _, c := range []struct {
@@ -176,6 +188,12 @@ func TestServerErrors(t *testing.T) {
 		{"math_add", map[string]any{"a": 1, "b": 2, "c": 3}, abi.CodeInvalidInput, "additional"},
 		{"lookup", map[string]any{"key": "x"}, abi.CodeNotFound, `not_found: no entry "x"`},
 		{"broken", nil, abi.CodeInternal, "disk on fire"},
+		// Arguments of the wrong kind, nulls among them, are refused before the tool
+		// runs (its schema's), as bad input.
+		{"total", map[string]any{"items": []any{nil}}, abi.CodeInvalidInput, "/items/0"},
+		{"total", map[string]any{"items": []any{map[string]any{"a": 1}, 2}}, abi.CodeInvalidInput, "/items/1"},
+		{"total", map[string]any{"items": map[string]any{"a": 1}}, abi.CodeInvalidInput, "/items"},
+		{"total", map[string]any{"items": []any{map[string]any{"a": nil}}}, abi.CodeInvalidInput, "/items/0/a"},
 	} {
 		res := call(t, cs, c.tool, c.args)
 		if !res.IsError || !strings.Contains(text(res), c.contains) {
@@ -188,7 +206,7 @@ func TestServerErrors(t *testing.T) {
 		}
 	}
 	if ran {
-		t.Error("math/add ran with input its schema refuses")
+		t.Error("a tool ran with input its schema refuses")
 	}
 
 	_, err := cs.CallTool(t.Context(), &mcpsdk.CallToolParams{Name: "nope"})
@@ -291,5 +309,41 @@ func TestServerCancellation(t *testing.T) {
 	}
 	if err := <-stopped; !errors.Is(err, context.Canceled) {
 		t.Errorf("the tool's context ended with %v, want context.Canceled", err)
+	}
+}
+
+// A page of another site cannot call the tools of a server on its reader's machine:
+// its requests, which carry their Origin (or Sec-Fetch-Site), are refused.
+func TestServerHandlerRefusesOtherSites(t *testing.T) {
+	srv, err := mcp.NewServer([]agent.Tool{agent.NewTool("math/add", "Adds.", add)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}`
+	for _, tc := range []struct {
+		header, value string
+		refused       bool
+	}{
+		{"Sec-Fetch-Site", "cross-site", true},
+		{"Origin", "https://evil.example", true},
+		{"Sec-Fetch-Site", "same-origin", false},
+		{"", "", false},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL, strings.NewReader(initialize))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tc.header != "" {
+			req.Header.Set(tc.header, tc.value)
+		}
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if refused := resp.StatusCode == http.StatusForbidden; refused != tc.refused {
+			t.Errorf("%s: %s: %d, refused %v, want %v", tc.header, tc.value, resp.StatusCode, refused, tc.refused)
+		}
 	}
 }

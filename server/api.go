@@ -11,6 +11,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/deploy"
+	"github.com/terrarium-ai/terrarium/tenant"
 )
 
 // route is one route of the public API; the OpenAPI document's test reads them.
@@ -33,7 +34,7 @@ func (s *Server) apiRoutes() []route {
 		{"GET", "/api/agents/{agent}/sessions/{session}/snapshots", s.listSnapshots},
 		{"GET", "/api/agents/{agent}/snapshots/{snapshot}", s.getSnapshot},
 		{"POST", "/api/agents/{agent}/snapshots/{snapshot}/abort", s.abortSnapshot},
-		{"GET", "/api/agents/{agent}/connect", s.connect},
+		{"GET", wsRoute, s.connect},
 		{"GET", "/v1/models", s.openAIModels},
 		{"POST", "/v1/chat/completions", s.chatCompletions},
 		{"GET", "/healthz", s.healthz},
@@ -45,8 +46,12 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range s.apiRoutes() {
 		var h http.Handler = r.handler
-		if r.pattern != "/healthz" && r.pattern != "/readyz" {
-			h = s.authenticate(h)
+		switch r.pattern {
+		case "/healthz", "/readyz":
+		case wsRoute:
+			h = s.authenticate(h, webSocketKey)
+		default:
+			h = s.authenticate(h, tenant.Bearer)
 		}
 		mux.Handle(r.method+" "+r.pattern, h)
 	}
@@ -277,16 +282,21 @@ type TurnRequest struct {
 	CustomPatches bool           `json:"customPatches,omitempty"`
 }
 
+// check implements checked.
+func (t *TurnRequest) check() error {
+	if t.Text != "" && len(t.Messages) > 0 {
+		return errors.New("give text or messages, not both")
+	}
+	return abi.NoNulls("messages", t.Messages)
+}
+
 // input is the flow's input for the request.
-func (t *TurnRequest) input() (*session.SessionFlowInput, error) {
+func (t *TurnRequest) input() *session.SessionFlowInput {
 	in := &session.SessionFlowInput{Messages: t.Messages, Resume: t.Resume, Detach: t.Detach, CustomPatches: t.CustomPatches}
 	if t.Text != "" {
-		if len(t.Messages) > 0 {
-			return nil, fmt.Errorf("%w: give text or messages, not both", ErrBadJSON)
-		}
 		in.Messages = []*abi.Message{abi.NewUserTextMessage(t.Text)}
 	}
-	return in, nil
+	return in
 }
 
 // wantsStream reports whether a client asked for server-sent events.
@@ -305,11 +315,7 @@ func (s *Server) sendTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	in, err := req.input()
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
+	in := req.input()
 	// The session first: a turn of one the key cannot reach is not found, and spends
 	// no quota.
 	l, err := s.sessions.get(r.Context(), a, r.PathValue("session"))

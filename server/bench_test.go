@@ -77,6 +77,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 				b.StartTimer()
 			}
 			req, _ := http.NewRequest("POST", url, bytes.NewReader(benchTurnBody()))
+			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "text/event-stream")
 			resp, err := ts.Client().Do(req)
 			if err != nil {

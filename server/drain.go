@@ -84,19 +84,7 @@ func (s *sessions) running() int {
 }
 
 // awaitTurns waits until no turn runs, or ctx ends (false).
-func (s *sessions) awaitTurns(ctx context.Context) bool {
-	done := make(chan struct{})
-	go func() {
-		s.turns.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func (s *sessions) awaitTurns(ctx context.Context) bool { return waitFor(ctx, &s.turns) }
 
 // detachRunning asks the flow of every running turn whose stream is still being read,
 // of an agent that keeps its sessions, to detach it (session.SessionFlowInput.Detach
@@ -256,53 +244,4 @@ func awaitSettled(ctx context.Context, a *deploy.Agent, id string) bool {
 			return false
 		}
 	}
-}
-
-// wsDrain closes a WebSocket when the server drains: at once if no turn runs on it,
-// else as soon as its turn has ended, so that the client has the turn's last chunk
-// first.
-type wsDrain struct {
-	c                 *websocket.Conn
-	mu                sync.Mutex
-	running, draining bool
-}
-
-// startTurn marks a turn running on the socket, or reports false when the server
-// drains: the socket is closing, and the turn must not start.
-func (d *wsDrain) startTurn() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.draining {
-		return false
-	}
-	d.running = true
-	return true
-}
-
-// endTurn marks the socket's turn ended, and closes the socket if the server drains;
-// it reports whether it did.
-func (d *wsDrain) endTurn() bool {
-	d.mu.Lock()
-	d.running = false
-	closing := d.draining
-	d.mu.Unlock()
-	if closing {
-		d.close()
-	}
-	return closing
-}
-
-// drain is called as the server starts draining.
-func (d *wsDrain) drain() {
-	d.mu.Lock()
-	d.draining = true
-	idle := !d.running
-	d.mu.Unlock()
-	if idle {
-		d.close()
-	}
-}
-
-func (d *wsDrain) close() {
-	d.c.Close(StatusReconnect, "the server is draining: reconnect and go on with the session")
 }

@@ -50,6 +50,7 @@ func (ts *testServer) streamTurnAsync(t *testing.T, agent, session, text string)
 	go func() {
 		req, _ := http.NewRequestWithContext(t.Context(), "POST", fmt.Sprintf("%s/api/agents/%s/sessions/%s/turns", ts.URL, agent, session), bytes.NewReader(body))
 		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := ts.Client().Do(req)
 		if err != nil {
 			out <- streamed{err: err}

@@ -39,6 +39,14 @@ var (
 	ErrCancelled = errors.New("the turn was cancelled")
 	// ErrShuttingDown: the server is shutting down and starts no new turn.
 	ErrShuttingDown = errors.New("the server is shutting down")
+	// ErrUnsupportedMediaType: a request's body is not JSON.
+	ErrUnsupportedMediaType = errors.New("the body must be JSON (Content-Type: application/json)")
+	// ErrHostNotAllowed: a request to a server of one deployment names a host it does
+	// not answer under.
+	ErrHostNotAllowed = errors.New("host not allowed")
+	// ErrTooManyWebSockets: a session already has as many WebSockets as the server
+	// allows one.
+	ErrTooManyWebSockets = errors.New("too many WebSockets on this session")
 )
 
 // errorCodes maps errors to an HTTP status and a stable code, the one place where
@@ -55,6 +63,9 @@ var errorCodes = []struct {
 	{tenant.ErrUnknownTenant, http.StatusNotFound, "tenant_not_found"},
 	{tenant.ErrKeyNotFound, http.StatusNotFound, "key_not_found"},
 	{ErrTooLarge, http.StatusRequestEntityTooLarge, "body_too_large"},
+	{ErrUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
+	{ErrHostNotAllowed, http.StatusForbidden, "host_not_allowed"},
+	{ErrTooManyWebSockets, http.StatusTooManyRequests, "too_many_websockets"},
 	{ErrAgentNotFound, http.StatusNotFound, "agent_not_found"},
 	{ErrSessionNotFound, http.StatusNotFound, "session_not_found"},
 	{session.ErrSnapshotNotFound, http.StatusNotFound, "snapshot_not_found"},
@@ -74,6 +85,8 @@ var errorCodes = []struct {
 	{ErrNoRunningTurn, http.StatusConflict, "no_running_turn"},
 	{ErrCancelled, http.StatusConflict, "cancelled"},
 	{ErrShuttingDown, http.StatusServiceUnavailable, "shutting_down"},
+	// An ID the store cannot hold (over store.MaxNameLen bytes) is the client's.
+	{store.ErrInvalid, http.StatusBadRequest, "invalid_id"},
 	{store.ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable"},
 }
 
@@ -148,7 +161,7 @@ func readAll(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields and trailing
-// data.
+// data, then applies v's own rules (checked).
 func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -160,6 +173,30 @@ func decodeStrict(data []byte, v any) error {
 	}
 	if dec.More() {
 		return fmt.Errorf("%w: more than one JSON value", ErrBadJSON)
+	}
+	return check(v)
+}
+
+// decodeLenient decodes one JSON value into v, ignoring fields it does not know (the
+// OpenAI-compatible endpoint and the reflection API take requests of clients that send
+// more than is read), then applies v's own rules (checked).
+func decodeLenient(data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadJSON, err)
+	}
+	return check(v)
+}
+
+// checked is a request whose decoding has rules beyond its fields' types: a null
+// where an object is wanted, fields that exclude each other.
+type checked interface{ check() error }
+
+// check applies v's own rules, if it has any.
+func check(v any) error {
+	if c, ok := v.(checked); ok {
+		if err := c.check(); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadJSON, err)
+		}
 	}
 	return nil
 }

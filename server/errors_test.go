@@ -7,6 +7,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/server"
+	"github.com/terrarium-ai/terrarium/store"
 )
 
 // TestBadInputGetsAStableCode sends every bad input the API guards against and checks
@@ -31,6 +32,7 @@ func TestBadInputGetsAStableCode(t *testing.T) {
 	snapshot := snaps.Snapshots[0].SnapshotID
 
 	turns := "/api/agents/echo/sessions/" + echo + "/turns"
+	long := strings.Repeat("x", store.MaxNameLen+1)
 	for _, tc := range []struct {
 		name, method, path string
 		body               any
@@ -65,6 +67,14 @@ func TestBadInputGetsAStableCode(t *testing.T) {
 		{"cancel with no turn running", "POST", "/api/agents/echo/sessions/" + echo + "/cancel", nil, 409, "no_running_turn"},
 		{"cancel in an unknown session", "POST", "/api/agents/echo/sessions/nope/cancel", nil, 404, "session_not_found"},
 		{"unknown route", "GET", "/api/nothing", nil, 404, "not_found"},
+		{"a null message", "POST", turns, `{"messages": [null]}`, 400, "invalid_json"},
+		{"a null part", "POST", turns, `{"messages": [{"role": "user", "content": [null]}]}`, 400, "invalid_json"},
+		{"a null answer", "POST", turns, `{"resume": {"respond": [null]}}`, 400, "invalid_json"},
+		{"a null message in a client's state", "POST", "/api/agents/client/sessions", `{"state": {"messages": [null]}}`, 400, "invalid_input"},
+		{"a session ID too long", "GET", "/api/agents/echo/sessions/" + long, nil, 400, "invalid_id"},
+		{"snapshots of a session ID too long", "GET", "/api/agents/echo/sessions/" + long + "/snapshots", nil, 400, "invalid_id"},
+		{"a snapshot ID too long", "GET", "/api/agents/echo/snapshots/" + long, nil, 400, "invalid_id"},
+		{"abort of a snapshot ID too long", "POST", "/api/agents/echo/snapshots/" + long + "/abort", nil, 400, "invalid_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var e abi.Error

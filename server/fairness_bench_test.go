@@ -118,6 +118,7 @@ func flood(ts *tenantServer, key string, refused *atomic.Int64, paused *sync.RWM
 			return nil, err
 		}
 		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := ts.Client().Do(req)
 		if err != nil {
 			return nil, err

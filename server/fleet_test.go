@@ -38,6 +38,7 @@ type turnResult struct {
 func (ts *testServer) sendTurn(ctx context.Context, agent, session, text string) turnResult {
 	body, _ := json.Marshal(map[string]string{"text": text})
 	req, _ := http.NewRequestWithContext(ctx, "POST", fmt.Sprintf("%s/api/agents/%s/sessions/%s/turns", ts.URL, agent, session), strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := ts.Client().Do(req)
 	if err != nil {
 		return turnResult{err: err}

@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -42,18 +43,28 @@ type ChatMessage struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// text returns the message's text.
+// chatPart is a part of a message's content; those of type text count.
+type chatPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// text returns the message's text: its content, a string or a list of parts, of which
+// the text parts count. Null is neither.
 func (m ChatMessage) text() (string, error) {
+	if len(m.Content) == 0 || string(m.Content) == "null" {
+		return "", errors.New("content is null or missing: want a string or a list of parts")
+	}
 	var s string
 	if err := json.Unmarshal(m.Content, &s); err == nil {
 		return s, nil
 	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
+	var parts []*chatPart
 	if err := json.Unmarshal(m.Content, &parts); err != nil {
-		return "", fmt.Errorf("%w: a message's content is neither a string nor a list of parts", ErrBadJSON)
+		return "", errors.New("content is neither a string nor a list of parts")
+	}
+	if err := abi.NoNulls("content", parts); err != nil {
+		return "", err
 	}
 	var b strings.Builder
 	for _, p := range parts {
@@ -88,10 +99,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var req ChatRequest
 	body, err := readAll(w, r, s.maxBody)
 	if err == nil {
-		// OpenAI clients send many fields this endpoint ignores: decode leniently.
-		if err = json.Unmarshal(body, &req); err != nil {
-			err = fmt.Errorf("%w: %v", ErrBadJSON, err)
-		}
+		// OpenAI clients send many fields this endpoint ignores.
+		err = decodeLenient(body, &req)
 	}
 	if err != nil {
 		openAIError(w, r, err)
@@ -181,10 +190,10 @@ func chatInput(msgs []ChatMessage) (history []*abi.Message, input *abi.Message, 
 	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "user" {
 		return nil, nil, fmt.Errorf("%w: the last message must be the user's", ErrBadJSON)
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
 		text, err := m.text()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("%w: messages[%d]: %w", ErrBadJSON, i, err)
 		}
 		var msg *abi.Message
 		switch m.Role {
@@ -195,7 +204,7 @@ func chatInput(msgs []ChatMessage) (history []*abi.Message, input *abi.Message, 
 		case "system", "developer":
 			msg = abi.NewSystemTextMessage(text)
 		default:
-			return nil, nil, fmt.Errorf("%w: messages of role %q are not supported", ErrBadJSON, m.Role)
+			return nil, nil, fmt.Errorf("%w: messages[%d]: messages of role %q are not supported", ErrBadJSON, i, m.Role)
 		}
 		history = append(history, msg)
 	}

@@ -37,6 +37,7 @@ func TestOpenAIChatCompletions(t *testing.T) {
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/v1/chat/completions",
 		strings.NewReader(`{"model": "echo", "stream": true, "messages": [{"role": "user", "content": [{"type": "text", "text": "again"}]}]}`))
 	req.Header.Set("X-Terrarium-Session-Id", id)
+	req.Header.Set("Content-Type", "application/json")
 	sresp, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

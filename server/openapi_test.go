@@ -19,9 +19,19 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	ts.do(t, "GET", "/openapi.json", nil, &doc)
 	components := doc["components"]
 
-	check := func(method, path, pattern, body string) {
+	// check sends a request (with a JSON body, unless headers say otherwise) and checks
+	// its answer against the document.
+	check := func(method, path, pattern, body string, headers ...string) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(t.Context(), method, ts.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(headers); i += 2 {
+			if headers[i] == "Host" {
+				req.Host = headers[i+1]
+			} else {
+				req.Header.Set(headers[i], headers[i+1])
+			}
+		}
 		resp, err := ts.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -87,6 +97,11 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("GET", "/v1/models", "/v1/models", "")
 	check("POST", "/v1/chat/completions", "/v1/chat/completions", `{"model": "echo", "messages": [{"role": "user", "content": "hi"}]}`)
 	check("POST", "/v1/chat/completions", "/v1/chat/completions", `{"model": "nope", "messages": [{"role": "user", "content": "hi"}]}`)
+	// What the guards refuse, and an ID too long.
+	check("POST", "/api/agents/echo/sessions/"+id+"/turns", session+"/turns", `{"text": "hi"}`, "Content-Type", "text/plain")
+	check("POST", "/api/agents/echo/sessions/"+id+"/turns", session+"/turns", `{"text": "hi"}`, "Sec-Fetch-Site", "cross-site")
+	check("GET", "/api/agents", "/api/agents", "", "Host", "evil.example")
+	check("GET", "/api/agents/echo/sessions/"+strings.Repeat("x", 1025), session, "")
 	check("GET", "/healthz", "/healthz", "")
 	check("GET", "/readyz", "/readyz", "")
 }

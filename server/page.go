@@ -9,6 +9,16 @@ import (
 //go:embed web
 var web embed.FS
 
+// pageSecurity are the page's security headers: it runs its own script and style
+// only, talks to its own server only, and is framed by no other page (clickjacking).
+var pageSecurity = map[string]string{
+	"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+		"base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+	"X-Frame-Options":        "DENY",
+	"X-Content-Type-Options": "nosniff",
+	"Referrer-Policy":        "no-referrer",
+}
+
 // pageHandler serves the web chat page (web/): plain HTML, CSS and JavaScript, no build
 // step and nothing fetched from elsewhere, so it works offline.
 func pageHandler() http.Handler {
@@ -22,6 +32,9 @@ func pageHandler() http.Handler {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
+		}
+		for k, v := range pageSecurity {
+			w.Header().Set(k, v)
 		}
 		files.ServeHTTP(w, r)
 	})

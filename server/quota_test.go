@@ -5,10 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/terrarium-ai/terrarium/server"
 )
@@ -139,6 +141,7 @@ func TestTenantQueuedTurnClientLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+a)
+	req.Header.Set("Content-Type", "application/json")
 	left := make(chan error, 1)
 	go func() {
 		_, err := ts.Client().Do(req)
@@ -180,5 +183,72 @@ func (ts *tenantServer) holdTurn(t *testing.T, id string) (release func()) {
 		if status := <-done; status != http.StatusOK {
 			t.Errorf("%s's held turn: %d", id, status)
 		}
+	}
+}
+
+// A detached turn holds its tenant's place of concurrentTurns until it really ends,
+// not only until its request does: its client is gone, but it runs on.
+func TestDetachedTurnHoldsItsPlace(t *testing.T) {
+	ts := newTenantServer(t) // a: concurrentTurns 1
+	a := ts.key["a"]
+	held := ts.newSessionOf(t, a, "gate")
+	var e struct{ Code, Message string }
+	if resp := ts.call(t, a, "POST", "/api/agents/gate/sessions/"+held+"/turns", map[string]any{"text": "go on", "detach": true}, &e); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the detached turn: %d %+v", resp.StatusCode, e)
+	}
+	<-ts.gates["a"].started // it runs, detached
+	resp, e := ts.turnOf(t, a, "echo", ts.newSessionOf(t, a, "echo"))
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(e.Message, "concurrentTurns") {
+		t.Errorf("a turn while the detached one runs: %d %+v, want 429 concurrentTurns", resp.StatusCode, e)
+	}
+	ts.gates["a"].release <- struct{}{}
+	// Once it settles, its place is free: the next turn runs (the place is given back
+	// just after the settle, so the first try may come a moment early).
+	var status int
+	for range 100 {
+		if resp, _ = ts.turnOf(t, a, "echo", ts.newSessionOf(t, a, "echo")); resp.StatusCode != http.StatusTooManyRequests {
+			status = resp.StatusCode
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if status != http.StatusOK {
+		t.Errorf("a turn once the detached one ended: %d", resp.StatusCode)
+	}
+}
+
+// A tenant's session flow run through the reflection API (serve -dev) is a turn as any
+// other: refused past the tenant's concurrentTurns, and holding its place while it runs.
+func TestReflectionRunsWithinTheTenantsQuotas(t *testing.T) {
+	ts := newTenantServer(t) // a: concurrentTurns 1
+	rs := httptest.NewServer(ts.srv.ReflectionHandler("runtime-1"))
+	t.Cleanup(rs.Close)
+	a := ts.key["a"]
+	run := func(agent string) map[string]any {
+		t.Helper()
+		var out map[string]any
+		request(t, rs, a, "POST", "/api/runAction", `{"key": "/session-flow/`+agent+`", "input": {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}}`, &out)
+		return out
+	}
+	release := ts.holdTurn(t, "a")
+	out := run("echo")
+	if e, _ := out["error"].(map[string]any); e == nil || e["code"] != float64(8) || !strings.Contains(e["message"].(string), "concurrentTurns") {
+		t.Errorf("a run while a's turn runs: %v, want RESOURCE_EXHAUSTED (8) naming concurrentTurns", out)
+	}
+	release()
+	if out := run("echo"); out["result"] == nil {
+		t.Fatalf("a run once a's turn ended: %v", out)
+	}
+
+	// A run holds its place: a turn meanwhile is refused.
+	ran := make(chan map[string]any)
+	go func() { ran <- run("gate") }()
+	<-ts.gates["a"].started
+	if resp, e := ts.turnOf(t, a, "echo", ts.newSessionOf(t, a, "echo")); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a turn while a run runs: %d %+v, want 429", resp.StatusCode, e)
+	}
+	ts.gates["a"].release <- struct{}{}
+	if out := <-ran; out["result"] == nil {
+		t.Errorf("the held run: %v", out)
 	}
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/session"
+	"github.com/terrarium-ai/terrarium/tenant"
 )
 
 // Genkit's reflection API, version 1 (../shared/reference/genkit/reflectionApi.yaml and
@@ -36,6 +38,11 @@ type reflection struct {
 	reg     *agent.Registry
 	id      string
 	running sync.Map // trace ID -> context.CancelCauseFunc
+
+	// Of a tenant's: its deployment and quotas, which a session flow's run is
+	// admitted by as any turn of its is; nil for none.
+	tenant   *Tenant
+	sessions *sessions
 }
 
 // ReflectionHandler returns Genkit's reflection API over the deployment's registry.
@@ -45,20 +52,20 @@ type reflection struct {
 // sees its tenant's registry only.
 func (s *Server) ReflectionHandler(runtimeID string) http.Handler {
 	if s.tenants == nil {
-		return reflectionMux(&reflection{reg: s.dep.Registry(), id: runtimeID})
+		return s.guard(reflectionMux(&reflection{reg: s.dep.Registry(), id: runtimeID}))
 	}
 	byTenant := map[string]http.Handler{}
 	for id, t := range s.tenants {
-		byTenant[id] = reflectionMux(&reflection{reg: t.Deployment.Registry(), id: runtimeID})
+		byTenant[id] = reflectionMux(&reflection{reg: t.Deployment.Registry(), id: runtimeID, tenant: t, sessions: s.sessions})
 	}
-	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.guard(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc := scopeOf(r)
 		if len(sc.key.Agents) > 0 {
 			writeJSON(w, http.StatusForbidden, &abi.Error{Code: "forbidden", Message: "the reflection API needs a key not narrowed to agents"})
 			return
 		}
 		byTenant[sc.tenant].ServeHTTP(w, r)
-	}))
+	}), tenant.Bearer))
 }
 
 func reflectionMux(rf *reflection) http.Handler {
@@ -119,6 +126,7 @@ const (
 	codeCancelled          = 1
 	codeInvalidArgument    = 3
 	codeNotFound           = 5
+	codeResourceExhausted  = 8
 	codeFailedPrecondition = 9
 	codeInternal           = 13
 	codeUnavailable        = 14
@@ -133,6 +141,8 @@ func reflectionError(err error, traceID string) map[string]any {
 		code = codeCancelled
 	case status == http.StatusNotFound:
 		code = codeNotFound
+	case status == http.StatusTooManyRequests:
+		code = codeResourceExhausted
 	case status == http.StatusConflict:
 		code = codeFailedPrecondition
 	case status == http.StatusServiceUnavailable:
@@ -148,9 +158,7 @@ func (rf *reflection) runAction(w http.ResponseWriter, r *http.Request) {
 	body, err := readAll(w, r, 32<<20)
 	if err == nil {
 		// Genkit's tools add fields over time (telemetryLabels, runtimeId...).
-		if err = json.Unmarshal(body, &req); err != nil {
-			err = fmt.Errorf("%w: %v", ErrBadJSON, err)
-		}
+		err = decodeLenient(body, &req)
 	}
 	if err != nil {
 		status, e := classify(err)
@@ -198,11 +206,25 @@ func (rf *reflection) runAction(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
-// run runs the action a request names.
-func (rf *reflection) run(ctx context.Context, req runRequest, cb agent.ChunkCallback) (json.RawMessage, error) {
+// run runs the action a request names. A tenant's session flow runs as a turn of a
+// session of its: within its quotas of turns and sessions, holding its place until
+// the turn ends (detached, in the background).
+func (rf *reflection) run(ctx context.Context, req runRequest, cb agent.ChunkCallback) (out json.RawMessage, err error) {
 	a := rf.reg.Lookup(req.Key)
 	if a == nil {
 		return nil, fmt.Errorf("%w: action %q", agent.ErrNotFound, req.Key)
+	}
+	if q := rf.tenant.limiter(); q != nil && a.Desc().Type == agent.ActionTypeSessionFlow {
+		leave, err := q.OpenSession()
+		if err != nil {
+			return nil, err
+		}
+		defer leave()
+		done, err := q.StartTurn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { rf.endTurn(a.Desc().Name, out, done) }()
 	}
 	hasInit := len(req.Init) > 0 && string(req.Init) != "null"
 	if b, ok := a.(bidiRunnable); ok && hasInit {
@@ -216,6 +238,19 @@ func (rf *reflection) run(ctx context.Context, req runRequest, cb agent.ChunkCal
 		return nil, fmt.Errorf("%w: action %q does not run on its own (a %s runs inside a turn)", agent.ErrInvalidInput, req.Key, a.Desc().Type)
 	}
 	return run.RunJSON(ctx, req.Input, cb)
+}
+
+// endTurn gives the place of a tenant's turn, run by the session flow of the agent
+// named with the output out, back once the turn ends: when its run does, or, if it
+// detached, when its pending snapshot settles.
+func (rf *reflection) endTurn(name string, out json.RawMessage, done func()) {
+	var o session.AnyOutput
+	a, err := rf.tenant.Deployment.Agent(name)
+	if err != nil || json.Unmarshal(out, &o) != nil || o.FinishReason != session.FinishDetached || len(o.SnapshotIDs) == 0 {
+		done()
+		return
+	}
+	rf.sessions.endTurnAfter(a, o.SnapshotIDs[len(o.SnapshotIDs)-1], done)
 }
 
 // errActionCancelled is the cause with which cancelAction stops an action.
@@ -271,7 +306,8 @@ func WriteRuntimeFile(projectRoot, id, url string) (string, error) {
 	}
 	port := url[strings.LastIndex(url, ":")+1:]
 	path := filepath.Join(dir, fmt.Sprintf("%d-%s-%s.json", os.Getpid(), port, strings.ReplaceAll(now.Format(time.RFC3339), ":", "_")))
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	// Its reader's own: it names a port that runs any action of the deployment.
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		return "", fmt.Errorf("server: the runtime file: %w", err)
 	}
 	return path, nil

@@ -163,6 +163,7 @@ func TestRoutedAgentOverOpenAIAndWebSocket(t *testing.T) {
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/v1/chat/completions",
 		strings.NewReader(`{"model": "flights", "stream": true, "messages": [{"role": "user", "content": "passengers=1"}]}`))
 	req.Header.Set(server.SessionHeader, id)
+	req.Header.Set("Content-Type", "application/json")
 	sresp, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
@@ -45,6 +46,9 @@ var testAgents = map[string]string{
 func testRegistry(g *gate) *agent.Registry {
 	r := agent.NewRegistry()
 	agent.DefineModel(r, "test/echo", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+		if len(req.Messages) == 0 {
+			return nil, fmt.Errorf("%w: no messages", agent.ErrInvalidInput)
+		}
 		last := req.Messages[len(req.Messages)-1]
 		if last.Role == abi.RoleTool {
 			out, _ := json.Marshal(last.ToolResponses()[0].Output)
@@ -65,6 +69,8 @@ func testRegistry(g *gate) *agent.Registry {
 		return &abi.GenerateResponse{Message: abi.NewModelTextMessage(text), FinishReason: abi.FinishStop}, nil
 	})
 	agent.DefineModel(r, "test/form", nil, formModel)
+	agent.DefineModel(r, "test/flood", nil, floodModel)
+	agent.DefineModel(r, "test/unencodable", nil, unencodableModel)
 	if g != nil {
 		agent.DefineModel(r, "test/gate", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
 			g.started <- struct{}{}
@@ -78,6 +84,43 @@ func testRegistry(g *gate) *agent.Registry {
 	}
 	return r
 }
+
+// floodModel streams more than the socket buffers of a client with a small receive
+// buffer hold (floodChunks of 64 KiB), for tests of clients that stop reading.
+func floodModel(ctx context.Context, _ *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+	chunk := strings.Repeat("flood ", 64<<10/6)
+	for range floodChunks {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if cb != nil {
+			if err := cb(ctx, &abi.GenerateResponseChunk{Role: abi.RoleModel, Content: []*abi.Part{abi.NewTextPart(chunk)}}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &abi.GenerateResponse{Message: abi.NewModelTextMessage("flooded"), FinishReason: abi.FinishStop}, nil
+}
+
+// unencodable panics when encoded, as a bug in an encoder of the server's would.
+type unencodable struct{}
+
+func (unencodable) MarshalJSON() ([]byte, error) { panic("unencodable") }
+
+// unencodableModel streams a chunk the server panics encoding, in the goroutine that
+// writes it to its client.
+func unencodableModel(ctx context.Context, _ *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+	if cb != nil {
+		if err := cb(ctx, &abi.GenerateResponseChunk{Role: abi.RoleModel, Content: []*abi.Part{abi.NewTextPart("x")}, Custom: unencodable{}}); err != nil {
+			return nil, err
+		}
+	}
+	return &abi.GenerateResponse{Message: abi.NewModelTextMessage("done"), FinishReason: abi.FinishStop}, nil
+}
+
+// floodChunks is how many chunks floodModel streams: 8 MiB, twice what Linux lets a
+// server's socket buffer.
+const floodChunks = 128
 
 type testServer struct {
 	*httptest.Server
@@ -125,7 +168,11 @@ func newServerOf(t testing.TB, agents map[string]string, depOpts []deploy.Option
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		ts.Close()
-		srv.Shutdown(context.Background())
+		// Bounded, so that a turn a broken server never ends fails its test rather
+		// than hanging the package.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		srv.Shutdown(ctx)
 		d.Close(context.Background())
 	})
 	return &testServer{Server: ts, srv: srv, dep: d, gate: g}
@@ -199,6 +246,7 @@ func (ts *testServer) streamTurn(t *testing.T, agent, session string, body any) 
 	data, _ := json.Marshal(body)
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", fmt.Sprintf("%s/api/agents/%s/sessions/%s/turns", ts.URL, agent, session), bytes.NewReader(data))
 	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

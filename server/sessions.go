@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -297,8 +299,20 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 	start := time.Now()
 	listening := true
 	var last *session.AnyChunk
+	snapshot := "" // the last one the turn created
+	finished := false
+	defer func() {
+		if !finished {
+			// A panic (in emit: a client's writer) left the turn midway. Its connection
+			// cannot go on, but the session and the turn's place are free again.
+			s.remove(l)
+			l.cancel(errTurnPanicked)
+			s.release(l, "")
+		}
+	}()
 	err = s.runTurn(l, in, func(c *session.AnyChunk) error {
 		if c.SnapshotCreated != "" {
+			snapshot = c.SnapshotCreated
 			l.mu.Lock()
 			l.head = c.SnapshotCreated
 			l.mu.Unlock()
@@ -320,15 +334,34 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 		}
 		return nil
 	})
+	finished = true
 	s.metrics.turn(s.base, l.agent.Name, start, err)
 	// Read while the turn holds the session: once it is free, get may close the
 	// connection in favour of a newer head, which does not end the session.
 	ended = l.ctx.Err() != nil
+	if last == nil || last.FinishReason != session.FinishDetached {
+		snapshot = ""
+	}
+	s.release(l, snapshot)
+	if last != nil && listening {
+		emit(last)
+	}
+	return ended, err
+}
+
+// errTurnPanicked is the cause with which a session is closed when serving its turn
+// panicked.
+var errTurnPanicked = errors.New("serving the turn failed")
+
+// release frees the session a turn ran on, and gives the turn's place back to its
+// tenant's quota: at once, or once the turn ends when it goes on in the background,
+// detached with the pending snapshot detached.
+func (s *sessions) release(l *live, detached string) {
 	l.mu.Lock()
 	l.running, l.idle = false, time.Now()
 	endTurn := l.endTurn
 	l.mu.Unlock()
-	endTurn()
+	s.endTurnAfter(l.agent, detached, endTurn)
 	if q := s.limits[l.agent]; q != nil {
 		// Measured before the client hears the turn ended, so that its next turn is
 		// admitted by what this one stored.
@@ -337,10 +370,32 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 		}
 	}
 	s.turns.Done()
-	if last != nil && listening {
-		emit(last)
+}
+
+// endTurnAfter gives a turn of the agent its place back (done) once the turn ends: at
+// once, or, when it goes on in the background detached with the pending snapshot
+// detached, once that settles (or the server stops).
+func (s *sessions) endTurnAfter(a *deploy.Agent, detached string, done func()) {
+	if detached == "" {
+		done()
+		return
 	}
-	return ended, err
+	go func() {
+		defer done()
+		defer s.recoverGoroutine("waiting for a detached turn", "agent", a.Name, "snapshot", detached)
+		if _, err := a.Wait(s.base, detached); err != nil && s.base.Err() == nil {
+			s.log.WarnContext(s.base, "a detached turn's end was not seen: its place in the tenant's turns is given back now",
+				"agent", a.Name, "snapshot", detached, "error", err)
+		}
+	}()
+}
+
+// recoverGoroutine, deferred by a goroutine the server runs for a client, stops a
+// panic there from ending the process: it is logged, once, with its stack.
+func (s *sessions) recoverGoroutine(what string, args ...any) {
+	if v := recover(); v != nil {
+		s.log.ErrorContext(s.base, "panic "+what, append(args, "panic", v, "stack", string(debug.Stack()))...)
+	}
 }
 
 // runTurn sends the input and hands the turn's chunks to emit, reading them all
@@ -443,6 +498,18 @@ func (l *live) attach(delta int) {
 	l.mu.Unlock()
 }
 
+// tryAttach attaches a WebSocket connection to the session unless max hold it
+// already, and reports whether it did.
+func (l *live) tryAttach(max int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.attached >= max {
+		return false
+	}
+	l.attached++
+	return true
+}
+
 // closeIdle closes the sessions no turn ran on since before, that no WebSocket holds.
 // They stay kept (if their agent keeps sessions) and reopen on their next turn.
 func (s *sessions) closeIdle(before time.Time) {
@@ -462,27 +529,21 @@ func (s *sessions) closeIdle(before time.Time) {
 }
 
 // shutdown stops new turns, lets running ones finish until ctx ends (then cancels
-// them), and closes every open session, so their last snapshots are saved.
+// them), and closes every open session no turn runs on, so their last snapshots are
+// saved. A session whose turn was cancelled has nothing left to save (what the turn
+// changed is lost): it ends with its flow, unwaited for.
 func (s *sessions) shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		s.turns.Wait()
-		close(done)
-	}()
 	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if !waitFor(ctx, &s.turns) {
 		err = fmt.Errorf("server: running turns did not finish in time and were cancelled: %w", context.Cause(ctx))
 		s.mu.Lock()
 		for _, l := range s.open {
 			l.cancel(ErrShuttingDown)
 		}
 		s.mu.Unlock()
-		<-done
 	}
 	s.mu.Lock()
 	all := make([]*live, 0, len(s.open))
@@ -492,10 +553,7 @@ func (s *sessions) shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, l := range all {
-		wg.Go(func() {
-			s.remove(l)
-			l.close()
-		})
+		wg.Go(func() { s.closeSession(l) }) // ErrSessionBusy: a turn runs on it still
 	}
 	wg.Wait()
 	return err

@@ -23,6 +23,14 @@ type Tenant struct {
 	Limiter *tenant.Limiter
 }
 
+// limiter returns the tenant's limiter, nil for none (or no tenant).
+func (t *Tenant) limiter() *tenant.Limiter {
+	if t == nil {
+		return nil
+	}
+	return t.Limiter
+}
+
 // ErrUnauthenticated: a multi-tenant server got a request without a valid API key.
 var ErrUnauthenticated = tenant.ErrUnauthenticated
 
@@ -73,15 +81,16 @@ type scopeKey struct{}
 func scopeOf(r *http.Request) *scope { return r.Context().Value(scopeKey{}).(*scope) }
 
 // authenticate gives each request the scope it may reach, refusing one without a
-// valid key on a multi-tenant server. Denials, an unknown key's and a tenant's 404s
-// alike, are logged: a tenant probing another's names shows in the log.
-func (s *Server) authenticate(next http.Handler) http.Handler {
+// valid key (which keyOf finds in the request) on a multi-tenant server. Denials, an
+// unknown key's and a tenant's 404s alike, are logged: a tenant probing another's
+// names shows in the log.
+func (s *Server) authenticate(next http.Handler, keyOf func(*http.Request) string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.tenants == nil {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), scopeKey{}, &scope{dep: s.dep})))
 			return
 		}
-		key, err := s.keys.Authenticate(requestKey(r))
+		key, err := s.keys.Authenticate(keyOf(r))
 		t := s.tenants[key.Tenant]
 		if err == nil && t == nil {
 			err = fmt.Errorf("%w: tenant %s is not served", ErrUnauthenticated, key.Tenant)

@@ -34,6 +34,7 @@ const adminKey = "admin-0123456789abcdef0123456789abcdef"
 // turn a minute.
 type tenantServer struct {
 	*httptest.Server
+	srv      *server.Server
 	keys     *tenant.Keys
 	gates    map[string]*gate
 	key      map[string]string // a key of each tenant
@@ -141,6 +142,7 @@ func newTenantServerOf(t testing.TB, tenantsFile string) *tenantServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out.srv = srv
 	out.Server = httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		out.Close()
@@ -451,17 +453,90 @@ func TestTenantKeyElsewhereIsRefused(t *testing.T) {
 			t.Errorf("a WebSocket with %s: %v, %v", query, resp, err)
 		}
 	}
-	req, err := http.NewRequestWithContext(t.Context(), "GET", ts.URL+"/api/agents", nil)
+	// The subprotocol is read on a WebSocket handshake of the WebSocket route only:
+	// not on a plain request, nor one that says Upgrade on another route, nor one
+	// that says it on the WebSocket route without being a handshake.
+	for _, tc := range []struct {
+		path    string
+		upgrade bool
+	}{{"/api/agents", false}, {"/api/agents", true}, {"/api/agents/echo/sessions", true}, {"/api/agents/echo/connect", true}} {
+		req, err := http.NewRequestWithContext(t.Context(), "GET", ts.URL+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Sec-WebSocket-Protocol", "terrarium.v1, bearer."+key)
+		if tc.upgrade {
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", "websocket")
+		}
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("a subprotocol key on GET %s (Upgrade: %v): %d, want 401", tc.path, tc.upgrade, resp.StatusCode)
+		}
+	}
+}
+
+// A WebSocket opened with a key later revoked runs no more turns: the next message
+// is answered unauthenticated, and the socket closed.
+func TestTenantWebSocketOfARevokedKey(t *testing.T) {
+	ts := newTenantServer(t)
+	secret, key, err := ts.keys.Create("a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Sec-WebSocket-Protocol", "terrarium.v1, bearer."+key)
-	resp, err := ts.Client().Do(req)
+	c, _, err := websocket.Dial(t.Context(), ts.wsURL(), &websocket.DialOptions{Subprotocols: []string{"terrarium.v1", "bearer." + secret}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("a subprotocol key on a plain request: %d, want 401", resp.StatusCode)
+	defer c.CloseNow()
+	w := &wsClient{c: c}
+	w.next(t)
+	if got := w.turn(t, "before"); got != "echo: before" {
+		t.Fatalf("a turn before the revocation: %q", got)
+	}
+	if resp := ts.call(t, adminKey, "DELETE", "/admin/keys/"+key.ID, nil, nil); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("revoking the key: %d", resp.StatusCode)
+	}
+	w.send(t, map[string]any{"text": "after"})
+	if m := w.next(t); m.Type != "error" || m.Error.Code != "unauthenticated" {
+		t.Errorf("a turn after the revocation: %+v", m)
+	}
+	if _, _, err := c.Read(t.Context()); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Errorf("the socket after the revocation: %v, want it closed", err)
+	}
+}
+
+// A tenant's WebSockets are bounded by its quota (webSockets): one more is refused
+// with 429.
+func TestTenantWebSocketsQuota(t *testing.T) {
+	ts := newTenantServerOf(t, "tenants:\n  - id: a\n    quotas: {webSockets: 1}\n")
+	dial := func() (*websocket.Conn, *http.Response, error) {
+		return websocket.Dial(t.Context(), ts.wsURL(), &websocket.DialOptions{Subprotocols: []string{"terrarium.v1", "bearer." + ts.key["a"]}})
+	}
+	c, _, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	_, resp, err := dial()
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a second WebSocket past the quota: %v, %v, want 429", resp, err)
+	}
+	var e abi.Error
+	if json.NewDecoder(resp.Body).Decode(&e); e.Code != "over_quota" || !strings.Contains(e.Message, "webSockets") {
+		t.Errorf("the refusal: %+v", e)
+	}
+}
+
+// /readyz of a multi-tenant server checks every tenant's deployment.
+func TestTenantReadyz(t *testing.T) {
+	ts := newTenantServer(t)
+	var body map[string]string
+	if resp := ts.call(t, "", "GET", "/readyz", nil, &body); resp.StatusCode != http.StatusOK || body["status"] != "ready" {
+		t.Errorf("/readyz: %d %v", resp.StatusCode, body)
 	}
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -61,14 +65,19 @@ const (
 	wsKeyPrefix = "bearer."
 )
 
-// requestKey returns the API key a request carries: in "Authorization: Bearer", or on
-// a WebSocket handshake as the subprotocol bearer.<key>. Never from the URL, which
-// access logs, proxies and browser histories keep.
-func requestKey(r *http.Request) string {
+// wsRoute is the route of the WebSocket: the one route whose handshake may carry its
+// API key as a subprotocol.
+const wsRoute = "/api/agents/{agent}/connect"
+
+// webSocketKey returns the API key of a WebSocket's handshake: in "Authorization:
+// Bearer", or, since a browser can set no header on a WebSocket, as the subprotocol
+// bearer.<key> of a genuine handshake. Never from the URL, which access logs, proxies
+// and browser histories keep.
+func webSocketKey(r *http.Request) string {
 	if key := tenant.Bearer(r); key != "" {
 		return key
 	}
-	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+	if !isWebSocketHandshake(r) {
 		return ""
 	}
 	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
@@ -79,6 +88,24 @@ func requestKey(r *http.Request) string {
 		}
 	}
 	return ""
+}
+
+// isWebSocketHandshake reports whether r opens a WebSocket as RFC 6455 says one does.
+func isWebSocketHandshake(r *http.Request) bool {
+	return r.Method == http.MethodGet && hasToken(r.Header, "Connection", "upgrade") && hasToken(r.Header, "Upgrade", "websocket") &&
+		r.Header.Get("Sec-WebSocket-Key") != "" && r.Header.Get("Sec-WebSocket-Version") != ""
+}
+
+// hasToken reports whether the comma-separated values of a header hold token.
+func hasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
@@ -103,28 +130,48 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	if !l.tryAttach(s.perSess) {
+		writeError(w, r, fmt.Errorf("%w: session %s has %d, the most a session may", ErrTooManyWebSockets, l.id, s.perSess))
+		return
+	}
+	// l is the session the socket holds: follow may replace it before each turn.
+	defer func() { l.attach(-1) }()
+	if q := scopeOf(r).limiter; q != nil {
+		leave, err := q.OpenWebSocket()
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		defer leave()
+	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{wsProtocol}})
 	if err != nil {
 		return // Accept answered the request
 	}
 	c.SetReadLimit(s.maxBody)
-	l.attach(1)
-	// l is the session the socket holds: follow may replace it before each turn.
-	defer func() { l.attach(-1) }()
-
-	ws := &wsConn{c: c, ctx: r.Context()}
-	defer c.CloseNow()
-	sock := &wsDrain{c: c}
-	defer context.AfterFunc(s.drainCtx, sock.drain)()
+	ws := s.openSocket(r.Context(), c)
+	defer s.closeSocket(ws)
+	defer ws.recover(s.log, "serving a WebSocket", "agent", a.Name, "session", l.id)
 	if err := ws.send(WSMessage{Type: "session", SessionID: l.id, Agent: a.Name}); err != nil {
 		return
 	}
+	key := webSocketKey(r)
 	var turns sync.WaitGroup
 	defer turns.Wait()
 	for {
-		_, data, err := c.Read(r.Context())
+		_, data, err := c.Read(ws.ctx)
 		if err != nil {
 			return
+		}
+		ws.heard()
+		if s.keys != nil {
+			// A key revoked since the handshake runs no more turns.
+			if _, err := s.keys.Authenticate(key); err != nil {
+				ws.fail(fmt.Errorf("%w: the socket's key is no longer valid", ErrUnauthenticated))
+				turns.Wait()
+				c.Close(websocket.StatusPolicyViolation, "the API key is no longer valid")
+				return
+			}
 		}
 		var req WSRequest
 		if err := decodeStrict(data, &req); err != nil {
@@ -137,12 +184,8 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		in, err := req.input()
-		if err != nil {
-			ws.fail(err)
-			continue
-		}
-		cur, err := s.sessions.follow(r.Context(), l)
+		in := req.input()
+		cur, err := s.sessions.follow(ws.ctx, l)
 		if err != nil {
 			ws.fail(err)
 			continue
@@ -150,19 +193,19 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		l = cur
 		// A turn waiting in its tenant's line holds up reading the socket, for at
 		// most the tenant's turnQueueTimeout: its client waits for it anyway.
-		done, err := s.sessions.admit(r.Context(), l.agent)
+		done, err := s.sessions.admit(ws.ctx, l.agent)
 		if err != nil {
 			ws.fail(err)
 			continue
 		}
-		if !sock.startTurn() {
+		if !ws.startTurn() {
 			done()
 			ws.fail(ErrShuttingDown)
 			return // the drain closes the socket
 		}
 		if err := s.sessions.claim(l, done); err != nil {
 			ws.fail(err)
-			if sock.endTurn() {
+			if ws.endTurn() {
 				return
 			}
 			continue
@@ -170,6 +213,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		turns.Add(1)
 		go func(l *live) {
 			defer turns.Done()
+			defer ws.recover(s.log, "running a turn on a WebSocket", "agent", a.Name, "session", l.id)
 			ended, err := s.sessions.run(l, in, func(c *session.AnyChunk) error {
 				return ws.send(WSMessage{Type: "chunk", Chunk: c})
 			})
@@ -179,7 +223,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 				ws.fail(err)
 			}
 			switch {
-			case sock.endTurn():
+			case ws.endTurn():
 				// The server drains: the socket closed, telling the client to
 				// reconnect, which the load balancer sends to another host.
 			case ended && errors.Is(err, session.ErrConflict):
@@ -193,11 +237,115 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// wsConn writes messages to a WebSocket, one at a time.
+// wsConn is a WebSocket being served: its messages are written one at a time, each
+// within the write timeout; it is closed once idle, and when the server drains, at
+// once if no turn runs on it, else as soon as its turn has ended, so that the client
+// has the turn's last chunk first.
 type wsConn struct {
-	c   *websocket.Conn
-	ctx context.Context
-	mu  sync.Mutex
+	c      *websocket.Conn
+	ctx    context.Context // the socket's: ends when it is closed
+	cancel context.CancelFunc
+	write  time.Duration
+	idle   time.Duration
+	mu     sync.Mutex  // one write at a time
+	unhook func() bool // stops the drain's call of drain
+
+	stateMu           sync.Mutex
+	running, draining bool        // a turn runs on it; the server drains
+	timer             *time.Timer // closes it once idle
+}
+
+// openSocket registers a WebSocket just accepted, which the drain closes and Shutdown
+// cuts past its deadline.
+func (s *Server) openSocket(ctx context.Context, c *websocket.Conn) *wsConn {
+	ctx, cancel := context.WithCancel(ctx)
+	ws := &wsConn{c: c, ctx: ctx, cancel: cancel, write: s.timeouts.Write, idle: s.timeouts.WebSocketIdle}
+	ws.timer = time.AfterFunc(ws.idle, func() {
+		c.Close(websocket.StatusGoingAway, fmt.Sprintf("idle for %v", ws.idle))
+	})
+	ws.unhook = context.AfterFunc(s.drainCtx, ws.drain)
+	s.socksMu.Lock()
+	s.socks[ws] = struct{}{}
+	s.socksMu.Unlock()
+	return ws
+}
+
+// closeSocket closes a WebSocket at once and forgets it.
+func (s *Server) closeSocket(ws *wsConn) {
+	s.socksMu.Lock()
+	delete(s.socks, ws)
+	s.socksMu.Unlock()
+	ws.unhook()
+	ws.timer.Stop()
+	ws.cancel()
+	ws.c.CloseNow()
+}
+
+// eachSocket calls f on every WebSocket open.
+func (s *Server) eachSocket(f func(*wsConn)) {
+	s.socksMu.Lock()
+	all := make([]*wsConn, 0, len(s.socks))
+	for ws := range s.socks {
+		all = append(all, ws)
+	}
+	s.socksMu.Unlock()
+	for _, ws := range all {
+		f(ws)
+	}
+}
+
+// heard notes a message from the client: the socket is not idle.
+func (w *wsConn) heard() {
+	w.stateMu.Lock()
+	defer w.stateMu.Unlock()
+	w.timer.Stop()
+	if !w.running {
+		w.timer.Reset(w.idle)
+	}
+}
+
+// startTurn marks a turn running on the socket (it is not idle until it ends), or
+// reports false when the server drains: the socket is closing, and the turn must not
+// start.
+func (w *wsConn) startTurn() bool {
+	w.stateMu.Lock()
+	defer w.stateMu.Unlock()
+	if w.draining {
+		return false
+	}
+	w.running = true
+	w.timer.Stop()
+	return true
+}
+
+// endTurn marks the socket's turn ended, and closes the socket if the server drains;
+// it reports whether it did.
+func (w *wsConn) endTurn() bool {
+	w.stateMu.Lock()
+	w.running = false
+	w.timer.Reset(w.idle)
+	closing := w.draining
+	w.stateMu.Unlock()
+	if closing {
+		w.reconnect()
+	}
+	return closing
+}
+
+// drain is called as the server starts draining.
+func (w *wsConn) drain() {
+	w.stateMu.Lock()
+	w.draining = true
+	idle := !w.running
+	w.stateMu.Unlock()
+	if idle {
+		w.reconnect()
+	}
+}
+
+// reconnect closes the socket telling its client to reconnect.
+func (w *wsConn) reconnect() {
+	w.c.Close(StatusReconnect, "the server is draining: reconnect and go on with the session")
 }
 
 func (w *wsConn) send(m WSMessage) error {
@@ -207,10 +355,23 @@ func (w *wsConn) send(m WSMessage) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.c.Write(w.ctx, websocket.MessageText, data)
+	ctx, cancel := context.WithTimeout(w.ctx, w.write)
+	defer cancel()
+	// A write that times out closes the socket: its client stopped reading.
+	return w.c.Write(ctx, websocket.MessageText, data)
 }
 
 func (w *wsConn) fail(err error) {
 	_, body := classify(err)
 	w.send(WSMessage{Type: "error", Error: body})
+}
+
+// recover, deferred by a goroutine serving the socket, stops a panic there from
+// ending the process (or, in net/http's goroutine, from leaving the socket open): it
+// is logged, once, with its stack, and the socket closed.
+func (w *wsConn) recover(log *slog.Logger, what string, args ...any) {
+	if v := recover(); v != nil {
+		log.ErrorContext(w.ctx, "panic "+what, append(args, "panic", v, "stack", string(debug.Stack()))...)
+		w.c.Close(websocket.StatusInternalError, "internal error")
+	}
 }

@@ -11,7 +11,8 @@ import (
 )
 
 type wsClient struct {
-	c *websocket.Conn
+	c         *websocket.Conn
+	sessionID string
 }
 
 // dialWS opens a WebSocket to an agent, with query (sessionId=..., snapshotId=...).
@@ -24,9 +25,11 @@ func dialWS(t *testing.T, ts *testServer, agent, query string) *wsClient {
 	}
 	t.Cleanup(func() { c.CloseNow() })
 	w := &wsClient{c: c}
-	if m := w.next(t); m.Type != "session" || m.SessionID == "" {
+	m := w.next(t)
+	if m.Type != "session" || m.SessionID == "" {
 		t.Fatalf("first message %+v", m)
 	}
+	w.sessionID = m.SessionID
 	return w
 }
 

@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,42 +55,143 @@ var (
 	ErrKeyNotFound = errors.New("no such key")
 )
 
+// KeysReloadInterval is how long, at most, a change of the keys file takes to reach
+// the processes sharing it: every surface of `terrarium serve` and `terrarium mcp`
+// given one data directory checks the file at most this often as keys are presented,
+// so that a key revoked by one fails in all, and a key made by one works in all.
+const KeysReloadInterval = time.Second
+
 // Keys are the API keys of a deployment's tenants, kept in a file (when given a path)
-// so that they outlive the process. It is safe for concurrent use.
+// so that they outlive the process. The file is their one source of truth: processes
+// sharing it see each other's changes within KeysReloadInterval, and change it in turn
+// under a lock. It is safe for concurrent use.
 type Keys struct {
 	path    string
 	tenants map[string]bool
+	log     *slog.Logger
+	every   time.Duration // KeysReloadInterval; tests shorten it
+	checked atomic.Int64  // when the file was last looked at, in Unix nanoseconds
 
 	mu   sync.RWMutex
 	byID map[string]*Key
+	file fs.FileInfo // the file as last read; nil when there was none
 }
+
+// KeysOption configures OpenKeys.
+type KeysOption interface{ applyKeys(*Keys) }
+
+type keysOption func(*Keys)
+
+func (f keysOption) applyKeys(k *Keys) { f(k) }
+
+// WithKeysLogger sets where a keys file that cannot be read is reported (default
+// slog.Default()).
+func WithKeysLogger(l *slog.Logger) KeysOption { return keysOption(func(k *Keys) { k.log = l }) }
 
 // OpenKeys returns the keys kept in the file at path (none if it does not exist yet),
 // for the tenants named; "" keeps keys in memory only. A kept key of a tenant no
 // longer defined stays in the file, and authenticates no one.
-func OpenKeys(path string, tenants []*Tenant) (*Keys, error) {
-	k := &Keys{path: path, tenants: map[string]bool{}, byID: map[string]*Key{}}
+func OpenKeys(path string, tenants []*Tenant, opts ...KeysOption) (*Keys, error) {
+	k := &Keys{path: path, tenants: map[string]bool{}, byID: map[string]*Key{}, log: slog.Default(), every: KeysReloadInterval}
+	for _, o := range opts {
+		o.applyKeys(k)
+	}
 	for _, t := range tenants {
 		k.tenants[t.ID] = true
 	}
 	if path == "" {
 		return k, nil
 	}
-	data, err := os.ReadFile(path)
+	if err := k.load(); err != nil {
+		return nil, err
+	}
+	k.checked.Store(time.Now().UnixNano())
+	return k, nil
+}
+
+// load reads the keys file, replacing the keys known; the caller holds k.mu or is
+// OpenKeys. A file that does not exist holds no key.
+func (k *Keys) load() error {
+	f, err := os.Open(k.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return k, nil
+		k.byID, k.file = map[string]*Key{}, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("tenant: reading the keys: %w", err)
+		return fmt.Errorf("tenant: reading the keys: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("tenant: reading the keys: %w", err)
 	}
 	var keys []*Key
-	if err := json.Unmarshal(data, &keys); err != nil {
-		return nil, fmt.Errorf("tenant: reading the keys in %s: %w", path, err)
+	if err := json.NewDecoder(f).Decode(&keys); err != nil {
+		return fmt.Errorf("tenant: reading the keys in %s: %w", k.path, err)
 	}
+	byID := make(map[string]*Key, len(keys))
 	for _, key := range keys {
-		k.byID[key.ID] = key
+		if key == nil {
+			return fmt.Errorf("tenant: reading the keys in %s: a key is null", k.path)
+		}
+		byID[key.ID] = key
 	}
-	return k, nil
+	k.byID, k.file = byID, info
+	return nil
+}
+
+// refresh reads the keys file again if it changed since it was read, at most once per
+// k.every. A file that cannot be read (an operator's broken edit) leaves no key
+// working until it can be: a revocation never fails open.
+func (k *Keys) refresh() {
+	if k.path == "" {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := k.checked.Load()
+	if now-last < int64(k.every) || !k.checked.CompareAndSwap(last, now) {
+		return
+	}
+	info, err := os.Stat(k.path)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err == nil && k.file != nil && os.SameFile(info, k.file) && info.ModTime().Equal(k.file.ModTime()) && info.Size() == k.file.Size() {
+		return
+	}
+	if errors.Is(err, fs.ErrNotExist) && k.file == nil {
+		return
+	}
+	if err := k.load(); err != nil {
+		k.byID, k.file = map[string]*Key{}, nil
+		k.log.Error("no API key is accepted until the keys file can be read", "error", err)
+	}
+}
+
+// change applies a change to the keys, as the file holds them now, and saves them:
+// under the file's lock, so that processes sharing it never undo each other's changes
+// (a key one revoked, revived by another's save).
+func (k *Keys) change(apply func() (undo func(), err error)) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.path != "" {
+		unlock, err := lockFile(k.path + ".lock")
+		if err != nil {
+			return fmt.Errorf("tenant: locking the keys: %w", err)
+		}
+		defer unlock()
+		if err := k.load(); err != nil {
+			return err
+		}
+	}
+	undo, err := apply()
+	if err != nil {
+		return err
+	}
+	if err := k.save(); err != nil {
+		undo()
+		return err
+	}
+	return nil
 }
 
 // Create makes a key for the tenant, narrowed to agents when any are given, and
@@ -97,44 +200,44 @@ func (k *Keys) Create(tenant string, agents ...string) (string, *Key, error) {
 	if !k.tenants[tenant] {
 		return "", nil, fmt.Errorf("tenant: %w: %q", ErrUnknownTenant, tenant)
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	id := rand.Text()[:10]
-	for k.byID[id] != nil {
-		id = rand.Text()[:10]
-	}
-	secret := keyPrefix + id + "_" + rand.Text() // rand.Text: 128 bits, base32
-	key := &Key{ID: id, Tenant: tenant, Agents: slices.Clone(agents), Created: time.Now().UTC(), Hash: hashKey(secret)}
-	k.byID[id] = key
-	if err := k.save(); err != nil {
-		delete(k.byID, id)
+	var secret string
+	var key *Key
+	err := k.change(func() (func(), error) {
+		id := rand.Text()[:10]
+		for k.byID[id] != nil {
+			id = rand.Text()[:10]
+		}
+		secret = keyPrefix + id + "_" + rand.Text() // rand.Text: 128 bits, base32
+		key = &Key{ID: id, Tenant: tenant, Agents: slices.Clone(agents), Created: time.Now().UTC(), Hash: hashKey(secret)}
+		k.byID[id] = key
+		return func() { delete(k.byID, id) }, nil
+	})
+	if err != nil {
 		return "", nil, err
 	}
 	return secret, key, nil
 }
 
-// Revoke revokes the key with this ID: from now on it authenticates no one.
+// Revoke revokes the key with this ID: from now on it authenticates no one, in this
+// process at once, in others sharing the keys file within KeysReloadInterval.
 func (k *Keys) Revoke(id string) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	key, ok := k.byID[id]
-	if !ok {
-		return fmt.Errorf("tenant: %w: %q", ErrKeyNotFound, id)
-	}
-	if key.Revoked != nil {
-		return nil
-	}
-	now := time.Now().UTC()
-	key.Revoked = &now
-	if err := k.save(); err != nil {
-		key.Revoked = nil
-		return err
-	}
-	return nil
+	return k.change(func() (func(), error) {
+		key, ok := k.byID[id]
+		if !ok {
+			return nil, fmt.Errorf("tenant: %w: %q", ErrKeyNotFound, id)
+		}
+		if key.Revoked != nil {
+			return func() {}, nil
+		}
+		now := time.Now().UTC()
+		key.Revoked = &now
+		return func() { key.Revoked = nil }, nil
+	})
 }
 
 // List returns copies of the tenant's keys (all tenants' for ""), oldest first.
 func (k *Keys) List(tenant string) []Key {
+	k.refresh()
 	k.mu.RLock()
 	defer k.mu.RUnlock()
 	var out []Key
@@ -156,6 +259,7 @@ func (k *Keys) Authenticate(secret string) (Key, error) {
 	if !ok || !ok2 {
 		return Key{}, ErrUnauthenticated
 	}
+	k.refresh()
 	k.mu.RLock()
 	key, found := k.byID[id]
 	var copied Key
@@ -223,6 +327,10 @@ func (k *Keys) save() error {
 	}
 	if err := os.Rename(tmp.Name(), k.path); err != nil {
 		return fmt.Errorf("tenant: saving the keys: %w", err)
+	}
+	// What this process wrote, it knows: no need to read it again.
+	if info, err := os.Stat(k.path); err == nil {
+		k.file = info
 	}
 	return nil
 }

@@ -44,6 +44,7 @@ type Limiter struct {
 	running chan struct{} // a token per running turn; nil without the quota
 	line    chan struct{} // a token per turn waiting for a place; nil without the quota
 	open    chan struct{} // a token per open session; nil without the quota
+	sockets chan struct{} // a token per open WebSocket
 	// after is time.After; tests replace it to learn that a turn waits, and to end
 	// its wait.
 	after  func(time.Duration) <-chan time.Time
@@ -62,6 +63,10 @@ type Limiter struct {
 // DefaultTurnQueueTimeout is how long a queued turn waits for a place unless the
 // tenant's quotas say otherwise.
 const DefaultTurnQueueTimeout = 10 * time.Second
+
+// DefaultWebSockets bounds a tenant's WebSocket connections open at once unless its
+// quotas say otherwise.
+const DefaultWebSockets = 64
 
 // storageEvery is how often, at most, a tenant's stored bytes are measured: a
 // measure may read every key the tenant has stored.
@@ -82,6 +87,10 @@ func NewLimiter(t *Tenant) *Limiter {
 	if n := t.Quotas.ConcurrentSessions; n > 0 {
 		l.open = make(chan struct{}, n)
 	}
+	if l.q.WebSockets == 0 {
+		l.q.WebSockets = DefaultWebSockets
+	}
+	l.sockets = make(chan struct{}, l.q.WebSockets)
 	if per := t.Quotas.TurnsPerMinute; per > 0 {
 		burst := t.Quotas.TurnBurst
 		if burst == 0 {
@@ -130,6 +139,17 @@ func (l *Limiter) OpenSession() (close func(), err error) {
 		// Room comes when one of the tenant's sessions closes: by its client, or once
 		// idle for the server's idle timeout.
 		return nil, &QuotaError{Tenant: l.tenant, Quota: "concurrentSessions", Limit: float64(l.q.ConcurrentSessions), RetryAfter: time.Second}
+	}
+}
+
+// OpenWebSocket admits a WebSocket connection, or refuses it with a *QuotaError; an
+// admitted one calls close when it closes.
+func (l *Limiter) OpenWebSocket() (close func(), err error) {
+	select {
+	case l.sockets <- struct{}{}:
+		return sync.OnceFunc(func() { <-l.sockets }), nil
+	default:
+		return nil, &QuotaError{Tenant: l.tenant, Quota: "webSockets", Limit: float64(l.q.WebSockets), RetryAfter: time.Second}
 	}
 }
 

@@ -84,6 +84,32 @@ func TestLimiterConcurrentSessions(t *testing.T) {
 	}
 }
 
+func TestLimiterWebSockets(t *testing.T) {
+	l := NewLimiter(&Tenant{ID: "a", Quotas: Quotas{WebSockets: 1}})
+	closeFirst, err := l.OpenWebSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qe *QuotaError
+	if _, err := l.OpenWebSocket(); !errors.As(err, &qe) || qe.Quota != "webSockets" || qe.RetryAfter == 0 {
+		t.Fatalf("a second WebSocket: %v", err)
+	}
+	closeFirst()
+	if _, err := l.OpenWebSocket(); err != nil {
+		t.Fatalf("once the first closed: %v", err)
+	}
+	// Without the quota, the default bounds them.
+	l = NewLimiter(&Tenant{ID: "b"})
+	for i := range DefaultWebSockets {
+		if _, err := l.OpenWebSocket(); err != nil {
+			t.Fatalf("WebSocket %d of the default %d: %v", i+1, DefaultWebSockets, err)
+		}
+	}
+	if _, err := l.OpenWebSocket(); !errors.As(err, &qe) || qe.Limit != DefaultWebSockets {
+		t.Errorf("a WebSocket past the default: %v", err)
+	}
+}
+
 func TestLimiterPluginTime(t *testing.T) {
 	now := time.Unix(1e9, 0)
 	l := NewLimiter(&Tenant{ID: "a", Quotas: Quotas{PluginSecondsPerMinute: 6}}) // 100 ms a second

@@ -48,7 +48,8 @@ type Secret struct {
 	Env   string `json:"env,omitempty"`
 }
 
-// Quotas bound what a tenant's turns may use; a zero field is no bound.
+// Quotas bound what a tenant's turns may use; a zero field is no bound (but for
+// WebSockets, which has a default).
 type Quotas struct {
 	// ConcurrentTurns bounds the tenant's turns running at once.
 	ConcurrentTurns int `json:"concurrentTurns,omitempty"`
@@ -80,6 +81,9 @@ type Quotas struct {
 	// they are not all used, and runs to its end: what it uses past the bound delays
 	// the turns after it until the window frees as much.
 	ModelTokensPerDay int64 `json:"modelTokensPerDay,omitempty"`
+	// WebSockets bounds the tenant's WebSocket connections open at once. Zero is
+	// DefaultWebSockets: each holds memory and a goroutine, so none is unbounded.
+	WebSockets int `json:"webSockets,omitempty"`
 	// StoredBytes bounds what the tenant's sessions take in their stores (as
 	// store.Stats counts it, over the tenant's namespaces). It is measured as turns
 	// end (at most twice a minute); past it, new turns are refused until the operator
@@ -147,7 +151,7 @@ func (t *Tenant) check() error {
 	q := t.Quotas
 	if q.ConcurrentTurns < 0 || q.QueuedTurns < 0 || q.TurnQueueTimeout.Duration < 0 || q.ConcurrentSessions < 0 ||
 		q.TurnsPerMinute < 0 || q.TurnBurst < 0 || q.PluginSecondsPerMinute < 0 || q.PluginMemoryPages < 0 ||
-		q.ModelTokensPerDay < 0 || q.StoredBytes < 0 {
+		q.ModelTokensPerDay < 0 || q.StoredBytes < 0 || q.WebSockets < 0 {
 		return fmt.Errorf("tenant %s: quotas: negative", t.ID)
 	}
 	if q.QueuedTurns > 0 && q.ConcurrentTurns == 0 {

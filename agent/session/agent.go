@@ -361,7 +361,7 @@ func PendingToolRequests(msgs []*abi.Message) []*abi.Part {
 		return nil
 	}
 	last := msgs[len(msgs)-1]
-	if last.Role != abi.RoleModel {
+	if last == nil || last.Role != abi.RoleModel {
 		return nil
 	}
 	var out []*abi.Part

@@ -144,15 +144,25 @@ func decodeStrict[T any](data json.RawMessage) (*T, error) {
 	if len(bytes.TrimSpace(data)) == 0 || string(bytes.TrimSpace(data)) == "null" {
 		return &v, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
+	if err := strictInto(data, &v); err != nil {
 		return nil, err
 	}
-	if dec.More() {
-		return nil, errors.New("more than one JSON value")
-	}
 	return &v, nil
+}
+
+// strictInto decodes one JSON value into v, refusing unknown fields. The client's
+// types decode with it in their UnmarshalJSON too, since a decoder's
+// DisallowUnknownFields does not reach a type decoding itself.
+func strictInto(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
 }
 
 // RunJSON implements agent.Runnable: one turn in a new session, as Genkit's reflection

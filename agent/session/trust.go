@@ -22,7 +22,11 @@ func checkInput(in *SessionFlowInput, history []*abi.Message) error {
 	if len(in.Messages) > 0 && in.Resume != nil {
 		return fmt.Errorf("session: %w: a resume answers the pending tool requests and carries no messages", agent.ErrInvalidInput)
 	}
-	for _, m := range in.Messages {
+	for i, m := range in.Messages {
+		if m == nil {
+			// Decoding refuses it; a flow fed by Go code checks it here.
+			return fmt.Errorf("session: %w: messages[%d] is null", agent.ErrInvalidInput, i)
+		}
 		if m.Role != abi.RoleUser {
 			return fmt.Errorf("session: %w: an input message must have role user, not %q", agent.ErrInvalidInput, m.Role)
 		}

@@ -331,3 +331,54 @@ func TestRefusedResumeRunsNoHandler(t *testing.T) {
 		t.Errorf("the turnStart handler ran %d times for a refused resume", ran)
 	}
 }
+
+// TestNullMessagesAreRefused: a null message or part, in a turn's input or a client's
+// state, is refused as it is decoded, naming where it was; one a Go caller sends is
+// refused by the turn's input check. Either way the session goes on.
+func TestNullMessagesAreRefused(t *testing.T) {
+	for _, in := range []string{
+		`{"messages": [null]}`,
+		`{"messages": [{"role": "user", "content": [{"text": "hi"}]}, null]}`,
+		`{"resume": {"respond": [null]}}`,
+		`{"resume": {"restart": [{"toolRequest": {"name": "act"}}, null]}}`,
+		`{"resume": {"respond": [{"toolResponse": {"name": "act", "content": [null]}}]}}`,
+	} {
+		var v session.SessionFlowInput
+		if err := json.Unmarshal([]byte(in), &v); err == nil || !strings.Contains(err.Error(), "] is null") {
+			t.Errorf("input %s: %v, want an error naming the null", in, err)
+		}
+	}
+	var v session.SessionFlowInput
+	if err := json.Unmarshal([]byte(`{"mesages": []}`), &v); err == nil || !strings.Contains(err.Error(), `unknown field "mesages"`) {
+		t.Errorf("a misspelt field: %v, want it refused as the decoder of a turn refuses it", err)
+	}
+
+	r := agent.NewRegistry()
+	flow := chatFlow(r, echoModel())
+	for _, init := range []string{
+		`{"state": {"messages": [null]}}`,
+		`{"state": {"artifacts": [{"parts": [null]}]}}`,
+		`{"state": {"artifacts": [null]}}`,
+		`{"state": {"messagez": []}}`,
+	} {
+		if _, err := flow.ConnectAny(t.Context(), json.RawMessage(init)); !errors.Is(err, agent.ErrInvalidInput) {
+			t.Errorf("init %s: %v, want ErrInvalidInput", init, err)
+		}
+	}
+
+	a := newOpsAgent()
+	conn, err := a.flow.StreamBidi(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := agentTurn(t, conn, &session.SessionFlowInput{Messages: []*abi.Message{nil}}); !errors.Is(err, agent.ErrInvalidInput) || !strings.Contains(err.Error(), "messages[0] is null") {
+		t.Errorf("a nil message from Go: %v, want ErrInvalidInput naming it", err)
+	}
+	if _, _, _, err := agentTurn(t, conn, &session.SessionFlowInput{Resume: &abi.Resume{Respond: []*abi.Part{nil}}}); !errors.Is(err, agent.ErrInvalidResume) {
+		t.Errorf("a nil part in a resume from Go: %v, want ErrInvalidResume", err)
+	}
+	if _, pending, _, err := agentTurn(t, conn, say("still here")); err != nil || len(pending) != 1 {
+		t.Errorf("the next turn: %d tool requests pending, %v", len(pending), err)
+	}
+	finish(t, conn)
+}

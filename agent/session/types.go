@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
@@ -24,6 +25,17 @@ type SessionState[State any] struct {
 	Artifacts []*abi.Artifact `json:"artifacts,omitempty"`
 	// PromptInput is the input a DefineAgent prompt is rendered with each turn.
 	PromptInput any `json:"promptInput,omitempty"`
+}
+
+// UnmarshalJSON decodes a state, refusing unknown fields (as Connect's init is
+// decoded) and a null message or artifact: a client-managed session's state comes
+// from its client.
+func (s *SessionState[State]) UnmarshalJSON(b []byte) error {
+	type plain SessionState[State]
+	if err := strictInto(b, (*plain)(s)); err != nil {
+		return err
+	}
+	return errors.Join(abi.NoNulls("state.messages", s.Messages), abi.NoNulls("state.artifacts", s.Artifacts))
 }
 
 // SnapshotEvent names the moment a snapshot was considered.
@@ -113,6 +125,15 @@ type SessionFlowInput struct {
 	// chunks (SessionFlowStreamChunk.CustomPatch). A turn that does not ask streams
 	// none, and no one computes them: ask when you apply them.
 	CustomPatches bool `json:"customPatches,omitempty"`
+}
+
+// UnmarshalJSON decodes a turn's input, refusing unknown fields and a null message.
+func (in *SessionFlowInput) UnmarshalJSON(b []byte) error {
+	type plain SessionFlowInput
+	if err := strictInto(b, (*plain)(in)); err != nil {
+		return err
+	}
+	return abi.NoNulls("messages", in.Messages)
 }
 
 // SessionFlowOutput is the final result of a connection. (Seed 003 calls it

@@ -25,6 +25,7 @@ func (s *served) streamRunning(t *testing.T, session, text, want string) <-chan 
 	t.Helper()
 	body, _ := json.Marshal(map[string]string{"text": text})
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", s.url+"/api/agents/echo/sessions/"+session+"/turns?stream=true", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/terrarium-ai/terrarium/deploy"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/mcp"
+	"github.com/terrarium-ai/terrarium/server"
 	"github.com/terrarium-ai/terrarium/store"
 )
 
@@ -175,7 +176,10 @@ func serveHTTP(ctx context.Context, addr string, handler http.Handler, ready fun
 	defer cancel()
 	mux := http.NewServeMux()
 	mux.Handle(mcpPath, handler)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Bounded as serve's connections are; not each write, since clients hold event
+	// streams open between messages.
+	t := server.DefaultTimeouts
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, IdleTimeout: t.Idle}
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)

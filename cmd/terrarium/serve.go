@@ -26,6 +26,9 @@ type serveFlags struct {
 	dev               bool
 	maxBody           int64
 	idle, shutdown    time.Duration
+	timeouts          server.Timeouts
+	perSession        int
+	allowedHosts      multiFlag
 	drain             time.Duration
 	tenants           string
 	trusted           trustedKeys
@@ -46,6 +49,14 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.DurationVar(&f.idle, "idle", server.DefaultIdleTimeout, "close sessions idle this long (kept sessions reopen on their next turn)")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, the longest the shutdown may take: turns detached by the drain may settle until then, and are aborted after")
 	fs.DurationVar(&f.drain, "drain-timeout", 20*time.Second, "on SIGTERM, how long running turns may finish, refusing new ones, before those still running are detached (at most -shutdown-timeout)")
+	d := server.DefaultTimeouts
+	fs.DurationVar(&f.timeouts.ReadHeader, "read-header-timeout", d.ReadHeader, "the longest a client may take to send a request's headers")
+	fs.DurationVar(&f.timeouts.Read, "read-timeout", d.Read, "the longest a client may take to send a whole request, body included")
+	fs.DurationVar(&f.timeouts.Write, "write-timeout", d.Write, "the longest one write to a client may wait: an answer, a streamed chunk (a client that stops reading loses its stream)")
+	fs.DurationVar(&f.timeouts.Idle, "keepalive-timeout", d.Idle, "close keep-alive connections idle this long")
+	fs.DurationVar(&f.timeouts.WebSocketIdle, "websocket-idle-timeout", d.WebSocketIdle, "close WebSockets on which nothing happened this long")
+	fs.IntVar(&f.perSession, "websockets-per-session", server.DefaultWebSocketsPerSession, "the most WebSockets holding one session")
+	fs.Var(&f.allowedHosts, "allowed-hosts", "without -tenants, also answer requests naming this `host` (besides loopback names and IP addresses), e.g. chat.example.org (repeatable)")
 	fs.Var(&f.trusted, "trusted-key", "load only plugin files signed by this key (terrarium plugin sign): ed25519:<base64> or a .pub file (repeatable);\nregistry plugins are then checked with --cosign-key or --certificate-identity")
 	f.oci.register(fs, true)
 	fs.Usage = func() {
@@ -101,7 +112,8 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 	var d *deploy.Deployment
 	var agents []*deploy.Agent
 	opts := []server.Option{server.WithLogger(log), server.WithMetrics(mp, metrics),
-		server.WithMaxBodyBytes(f.maxBody), server.WithIdleTimeout(f.idle)}
+		server.WithMaxBodyBytes(f.maxBody), server.WithIdleTimeout(f.idle), server.WithTimeouts(f.timeouts),
+		server.WithWebSocketsPerSession(f.perSession), server.WithAllowedHosts(f.allowedHosts...)}
 	if f.tenants == "" {
 		puller, err := f.oci.puller(log, false)
 		if err != nil {
@@ -144,7 +156,7 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer(srv.Handler())
 	servers := []*http.Server{hs}
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
@@ -161,7 +173,7 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 			return err
 		}
 		defer os.Remove(path)
-		rs := &http.Server{Handler: srv.ReflectionHandler(id), ReadHeaderTimeout: 10 * time.Second}
+		rs := srv.HTTPServer(srv.ReflectionHandler(id))
 		servers = append(servers, rs)
 		go func() { errc <- rs.Serve(rln) }()
 		fmt.Fprintf(stdout, "Genkit's reflection API on %s (runtime file %s)\n", url, path)
@@ -199,6 +211,11 @@ func serve(ctx context.Context, dir string, f serveFlags, stdout, stderr io.Writ
 	errs := []error{srv.Shutdown(sctx)}
 	for range servers {
 		errs = append(errs, <-done)
+	}
+	// Past the deadline, what is left is cut: a client that stopped reading does not
+	// hold the process.
+	for _, s := range servers {
+		s.Close()
 	}
 	if err := errors.Join(errs...); err != nil {
 		log.Warn("stopped, not cleanly", "error", err)

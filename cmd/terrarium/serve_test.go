@@ -14,6 +14,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/terrarium-ai/terrarium/internal/testenv"
 )
@@ -152,6 +155,7 @@ func (s *served) stop(t *testing.T, sig os.Signal) error {
 func (s *served) call(t testing.TB, method, path, body string, out any) int {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), method, s.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -285,6 +289,32 @@ func TestServeStopsGracefullyOnSIGTERM(t *testing.T) {
 	}
 }
 
+// A client holding a WebSocket open, with nothing running on it, does not keep SIGTERM
+// from ending the process: the socket is closed, and the process exits by its
+// -shutdown-timeout.
+func TestServeStopsByItsShutdownTimeout(t *testing.T) {
+	s := startServe(t, "-data", t.TempDir(), "-shutdown-timeout", "1s", exampleDeployment)
+	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(s.url, "http")+"/api/agents/assistant/connect", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if _, _, err := c.Read(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v\n%s", err, s.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("terrarium serve -shutdown-timeout 1s still runs 30s after SIGTERM, with a WebSocket open:\n%s", s.stderr)
+	}
+}
+
 func TestServeRefusesAnInvalidDeployment(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("name: bad\nmodel:\n  name: offline/echo\n  retries: -1\n"), 0o644)
@@ -341,7 +371,7 @@ func TestCurlReadsAnSSETurn(t *testing.T) {
 	curl := need(t, "curl")
 	s := sharedServe(t)
 	id := newSession(t, s, "assistant")
-	out, err := exec.Command(curl, "-sN", "-H", "Accept: text/event-stream", "-d", `{"text": "/call calculator/calc {\"expression\": \"6*7\"}"}`,
+	out, err := exec.Command(curl, "-sN", "-H", "Accept: text/event-stream", "-H", "Content-Type: application/json", "-d", `{"text": "/call calculator/calc {\"expression\": \"6*7\"}"}`,
 		s.url+"/api/agents/assistant/sessions/"+id+"/turns").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -488,8 +518,9 @@ func screenshot(t *testing.T, name string) string {
 	return filepath.Join(dir, name)
 }
 
-// TestWebPageInChromium drives the page in a headless Chromium: a streamed answer and
-// an interrupt answered in the page. The screenshot lands in $TERRARIUM_SCREENSHOTS,
+// TestWebPageInChromium drives the page in a headless Chromium: a streamed answer, an
+// interrupt answered in the page, and a message after its socket closed (as the
+// server closes an idle one), all within its Content-Security-Policy. The screenshot lands in $TERRARIUM_SCREENSHOTS,
 // or the test's temporary directory.
 func TestWebPageInChromium(t *testing.T) {
 	dir := clients(t)
@@ -503,7 +534,7 @@ func TestWebPageInChromium(t *testing.T) {
 		Errors    []string
 	}
 	node(t, dir, "page.mjs", &got, s.url+"/", shot, chromium)
-	if got.Answer != "echo: hello page" || got.Snapshots != 3 || len(got.Errors) != 0 {
+	if got.Answer != "echo: hello page" || got.Snapshots != 4 || len(got.Errors) != 0 {
 		t.Errorf("page: %+v", got)
 	}
 	if info, err := os.Stat(shot); err != nil || info.Size() == 0 {

@@ -64,7 +64,7 @@ func deployTenants(ctx context.Context, files []*deploy.File, f serveFlags, log 
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return st, err
 	}
-	if st.keys, err = tenant.OpenKeys(filepath.Join(f.data, "keys.json"), defs); err != nil {
+	if st.keys, err = tenant.OpenKeys(filepath.Join(f.data, "keys.json"), defs, tenant.WithKeysLogger(log)); err != nil {
 		return st, err
 	}
 	if f.store != "" {
@@ -145,7 +145,7 @@ func tenantMCP(ctx context.Context, dir, tenantsFile, dataDir string, patterns [
 	if err != nil {
 		return nil, closeAll, err
 	}
-	keys, err := tenant.OpenKeys(filepath.Join(dataDir, "keys.json"), defs)
+	keys, err := tenant.OpenKeys(filepath.Join(dataDir, "keys.json"), defs, tenant.WithKeysLogger(log))
 	if err != nil {
 		return nil, closeAll, err
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -111,6 +112,7 @@ func TestTenantMCP(t *testing.T) {
 	keyA, _, _ := keys.Create("a")
 	keyB, _, _ := keys.Create("b")
 	narrowed, _, _ := keys.Create("a", "assistant")
+	revoked, revokedKey, _ := keys.Create("a")
 
 	h, closeAll, err := tenantMCP(t.Context(), exampleDeployment, tenantsFile, data, nil, slog.New(slog.DiscardHandler))
 	defer closeAll()
@@ -132,7 +134,8 @@ func TestTenantMCP(t *testing.T) {
 		}
 		cs.Close()
 	}
-	for key, status := range map[string]int{"": http.StatusUnauthorized, keyA + "x": http.StatusUnauthorized, narrowed: http.StatusForbidden} {
+	status := func(key string) int {
+		t.Helper()
 		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 		req.Header.Set("Authorization", "Bearer "+key)
 		resp, err := srv.Client().Do(req)
@@ -140,8 +143,28 @@ func TestTenantMCP(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != status {
-			t.Errorf("key %q: %d, want %d", key, resp.StatusCode, status)
+		return resp.StatusCode
+	}
+	for key, want := range map[string]int{"": http.StatusUnauthorized, keyA + "x": http.StatusUnauthorized, narrowed: http.StatusForbidden} {
+		if got := status(key); got != want {
+			t.Errorf("key %q: %d, want %d", key, got, want)
 		}
+	}
+
+	// The keys are serve's, in the data directory: a key serve revokes stops working
+	// here, and one it makes starts, within tenant.KeysReloadInterval.
+	if got := status(revoked); got == http.StatusUnauthorized {
+		t.Fatalf("a key before its revocation: %d", got)
+	}
+	if err := keys.Revoke(revokedKey.ID); err != nil {
+		t.Fatal(err)
+	}
+	made, _, _ := keys.Create("a")
+	deadline := time.Now().Add(10 * tenant.KeysReloadInterval)
+	for status(revoked) != http.StatusUnauthorized || status(made) == http.StatusUnauthorized {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v, the revoked key answers %d and the new one %d", 10*tenant.KeysReloadInterval, status(revoked), status(made))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -166,10 +166,19 @@ function showInterrupt(part) {
   input.focus();
 }
 
-function send(turn) {
+async function send(turn) {
   if (!state.ws || state.ws.readyState !== WebSocket.OPEN) {
-    event("not connected", "error");
-    return;
+    // The server closes a socket left idle: open the session's again.
+    if (!state.sessionId) {
+      event("not connected", "error");
+      return;
+    }
+    try {
+      await connect({ sessionId: state.sessionId });
+    } catch (e) {
+      event(`not connected: ${e.message}`, "error");
+      return;
+    }
   }
   state.running = true;
   setStatus(`${state.agent.name} · session ${state.sessionId} · answering…`);
@@ -211,11 +220,15 @@ function connect(query) {
   });
 }
 
+// The lists are refreshed as turns end and sockets open, which may overlap: each is
+// replaced whole, by its latest refresh only.
+const refreshes = { sessions: 0, snapshots: 0 };
+
 async function refreshSessions() {
-  const list = $("#sessions");
-  list.replaceChildren();
+  const seq = ++refreshes.sessions;
   const { sessions } = await api("GET", `/api/agents/${encodeURIComponent(state.agent.name)}/sessions`);
-  for (const s of sessions) {
+  if (seq !== refreshes.sessions) return;
+  $("#sessions").replaceChildren(...sessions.map((s) => {
     const li = el("li");
     li.appendChild(el("code", "", s.sessionId));
     if (s.sessionId !== state.sessionId && state.agent.stateManagement === "server") {
@@ -224,21 +237,22 @@ async function refreshSessions() {
       b.onclick = () => openSession(s.sessionId);
       li.appendChild(b);
     }
-    list.appendChild(li);
-  }
+    return li;
+  }));
 }
 
 async function refreshSnapshots() {
-  const list = $("#snapshots");
-  list.replaceChildren();
-  if (!state.sessionId || state.agent.stateManagement !== "server") return;
+  const seq = ++refreshes.snapshots;
   let snapshots = [];
-  try {
-    ({ snapshots } = await api("GET", `/api/agents/${encodeURIComponent(state.agent.name)}/sessions/${encodeURIComponent(state.sessionId)}/snapshots`));
-  } catch {
-    return; // a new session has none yet
+  if (state.sessionId && state.agent.stateManagement === "server") {
+    try {
+      ({ snapshots } = await api("GET", `/api/agents/${encodeURIComponent(state.agent.name)}/sessions/${encodeURIComponent(state.sessionId)}/snapshots`));
+    } catch {
+      // a new session has none yet
+    }
   }
-  for (const s of snapshots) {
+  if (seq !== refreshes.snapshots) return;
+  $("#snapshots").replaceChildren(...snapshots.map((s) => {
     const li = el("li");
     li.appendChild(el("code", "", `turn ${s.turnIndex} · ${s.snapshotId.slice(0, 12)}`));
     const b = el("button", "", "resume");
@@ -247,8 +261,8 @@ async function refreshSnapshots() {
     b.dataset.snapshot = s.snapshotId;
     b.onclick = () => resumeSnapshot(s.snapshotId);
     li.appendChild(b);
-    list.appendChild(li);
-  }
+    return li;
+  }));
 }
 
 // showState replaces the transcript with a stored conversation.

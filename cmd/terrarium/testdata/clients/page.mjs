@@ -9,6 +9,8 @@ try {
   const page = await browser.newPage();
   const errors = [];
   page.on("pageerror", (e) => errors.push(e.message));
+  // What the page's Content-Security-Policy refuses shows as a console error.
+  page.on("console", (m) => m.type() === "error" && m.text().includes("Content Security Policy") && errors.push(m.text()));
   await page.goto(url);
   await page.waitForSelector("#status:has-text('session')");
   const session = (await page.textContent("#status")).split("session ")[1];
@@ -29,6 +31,15 @@ try {
   await page.waitForSelector("#status:has-text('turn ended (stop)')");
   // One snapshot per turn: the answer, the interrupted turn, the resumed one.
   await page.waitForFunction(() => document.querySelectorAll("#snapshots button.resume").length === 3);
+
+  // The server closes an idle socket: the next message opens the session again.
+  await page.evaluate(() => state.ws.close());
+  await page.waitForSelector("#status:has-text('disconnected')");
+  await page.fill("#input", "still there?");
+  await page.click("#send");
+  await page.locator(".msg.model", { hasText: "echo: still there?" }).waitFor();
+  await page.waitForSelector("#status:has-text('turn ended')");
+  await page.waitForFunction(() => document.querySelectorAll("#snapshots button.resume").length === 4);
   const snapshots = await page.locator("#snapshots button.resume").count();
   await page.screenshot({ path: screenshot, fullPage: true });
   console.log(JSON.stringify({ session, answer: await answer.textContent(), snapshots, errors }));
