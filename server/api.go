@@ -279,12 +279,14 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 
 // TurnRequest is one turn's input: a text (a user message), messages, or a resume
 // answering the tool requests that interrupted the last turn; detach runs the turn in
-// the background.
+// the background; customPatches asks for the turn's custom-state changes as
+// customPatch chunks (session.SessionFlowInput.CustomPatches).
 type TurnRequest struct {
-	Text     string         `json:"text,omitempty"`
-	Messages []*abi.Message `json:"messages,omitempty"`
-	Resume   *abi.Resume    `json:"resume,omitempty"`
-	Detach   bool           `json:"detach,omitempty"`
+	Text          string         `json:"text,omitempty"`
+	Messages      []*abi.Message `json:"messages,omitempty"`
+	Resume        *abi.Resume    `json:"resume,omitempty"`
+	Detach        bool           `json:"detach,omitempty"`
+	CustomPatches bool           `json:"customPatches,omitempty"`
 }
 
 // check implements checked.
@@ -297,7 +299,7 @@ func (t *TurnRequest) check() error {
 
 // input is the flow's input for the request.
 func (t *TurnRequest) input() *session.SessionFlowInput {
-	in := &session.SessionFlowInput{Messages: t.Messages, Resume: t.Resume, Detach: t.Detach}
+	in := &session.SessionFlowInput{Messages: t.Messages, Resume: t.Resume, Detach: t.Detach, CustomPatches: t.CustomPatches}
 	if t.Text != "" {
 		in.Messages = []*abi.Message{abi.NewUserTextMessage(t.Text)}
 	}

@@ -174,12 +174,15 @@ func (f *SessionFlow[Stream, State]) RunJSON(ctx context.Context, input json.Raw
 // RunInitJSON runs one connection from JSON: it opens it with init (a SessionFlowInit),
 // sends input (a SessionFlowInput; empty or null sends nothing), streams every chunk to
 // cb, closes the connection and returns its SessionFlowOutput. A refused input is
-// returned as the error, after its turn's chunks.
+// returned as the error, after its turn's chunks. With a cb, the turn's stream is
+// Genkit's, custom-state patches included (SessionFlowInput.CustomPatches); without
+// one, nobody reads them and none are computed.
 func (f *SessionFlow[Stream, State]) RunInitJSON(ctx context.Context, init, input json.RawMessage, cb agent.ChunkCallback) (json.RawMessage, error) {
 	in, err := decodeStrict[SessionFlowInput](input)
 	if err != nil {
 		return nil, fmt.Errorf("session: flow %q: %w: input: %v", f.desc.Name, agent.ErrInvalidInput, err)
 	}
+	in.CustomPatches = in.CustomPatches || cb != nil
 	conn, err := f.ConnectAny(ctx, init)
 	if err != nil {
 		return nil, err

@@ -344,26 +344,14 @@ func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[Stat
 		}
 	}()
 	work = agent.NewSessionContext(work, sess)
-	resp := &Responder[Stream]{out: out, sess: sess, endTurn: func(ctx context.Context, reason abi.FinishReason) (string, error) {
+	resp := &Responder[Stream]{out: out, sess: sess, patches: &customPatcher{}, endTurn: func(ctx context.Context, reason abi.FinishReason) (string, error) {
 		return f.endTurn(ctx, sess, reason)
 	}}
 	work = agent.WithStatusFunc(work, statusSender(resp))
 	work = agent.WithUsageFunc(work, resp.addUsage)
 	resp.ctx = work
-	var patcher customPatcher
 	sess.mu.Lock()
-	sess.onCustom = func() {
-		if resp.out.isReleased() {
-			return // a detached turn streams nothing
-		}
-		doc, err := sess.CustomJSON()
-		if err == nil {
-			err = patcher.next(doc, func(p json.RawMessage) error { return resp.Send(&SessionFlowStreamChunk[Stream]{CustomPatch: p}) })
-		}
-		if err != nil && work.Err() == nil {
-			slog.WarnContext(work, "session: a custom state change could not be streamed", "flow", f.desc.Name, "session", sess.ID(), "error", err)
-		}
-	}
+	sess.onCustom = resp.patches.change // streamed at the next chunk, if the turn asked
 	sess.mu.Unlock()
 
 	bodyIn := make(chan *SessionFlowInput)
@@ -386,6 +374,7 @@ func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[Stat
 				detached = output != nil
 				return output, err
 			}
+			resp.patches.startTurn(in.CustomPatches)
 			select {
 			case bodyIn <- in:
 			case err := <-done:
@@ -492,6 +481,10 @@ type Responder[Stream any] struct {
 	sess    agent.AnySession
 	endTurn func(context.Context, abi.FinishReason) (string, error)
 
+	// patches streams the custom state's changes before each chunk, for a turn that
+	// asked (SessionFlowInput.CustomPatches).
+	patches *customPatcher
+
 	mu     sync.Mutex
 	reason abi.FinishReason     // of the last turn ended
 	usage  *abi.GenerationUsage // of the running turn's model calls so far
@@ -509,7 +502,27 @@ func (r *Responder[Stream]) addUsage(_ context.Context, u *abi.GenerationUsage) 
 
 // Send sends a complete stream chunk.
 func (r *Responder[Stream]) Send(chunk *SessionFlowStreamChunk[Stream]) error {
+	return r.send(chunk)
+}
+
+// send streams a chunk after the custom state's change since the last one, if any and
+// the turn asked for it: a client applying the patches holds, at each chunk, the state
+// the turn had when the chunk was sent.
+func (r *Responder[Stream]) send(chunk *SessionFlowStreamChunk[Stream]) error {
+	r.flushCustom()
 	return r.out.send(chunk)
+}
+
+// flushCustom streams the custom state's change since the last patch (customPatcher).
+// A change that cannot be streamed is logged: it reaches the client with the next
+// turn's first patch, which carries the whole state.
+func (r *Responder[Stream]) flushCustom() {
+	err := r.patches.flush(r.sess.CustomJSON, func(p json.RawMessage) error {
+		return r.out.send(&SessionFlowStreamChunk[Stream]{CustomPatch: p})
+	})
+	if err != nil && r.ctx.Err() == nil {
+		slog.WarnContext(r.ctx, "session: a custom state change could not be streamed", "session", r.sess.ID(), "error", err)
+	}
 }
 
 // SendChunk sends a chunk of generation output.
@@ -517,19 +530,19 @@ func (r *Responder[Stream]) SendChunk(chunk *abi.GenerateResponseChunk) error {
 	if chunk == nil {
 		return nil
 	}
-	return r.out.send(&SessionFlowStreamChunk[Stream]{Chunk: chunk})
+	return r.send(&SessionFlowStreamChunk[Stream]{Chunk: chunk})
 }
 
 // SendStatus sends a status update of the flow's own type.
 func (r *Responder[Stream]) SendStatus(status Stream) error {
-	return r.out.send(&SessionFlowStreamChunk[Stream]{Status: status})
+	return r.send(&SessionFlowStreamChunk[Stream]{Status: status})
 }
 
 // SendArtifact records the artifact in the session state (replacing one of the same
 // name) and sends it to the client.
 func (r *Responder[Stream]) SendArtifact(a *abi.Artifact) error {
 	r.sess.AddArtifact(a)
-	return r.out.send(&SessionFlowStreamChunk[Stream]{Artifact: a})
+	return r.send(&SessionFlowStreamChunk[Stream]{Artifact: a})
 }
 
 // Refuse tells the client its input for this turn was refused (a resume naming a tool
@@ -541,7 +554,7 @@ func (r *Responder[Stream]) Refuse(err error) error {
 	if errors.As(err, &e) {
 		code = e.Code
 	}
-	return r.out.send(&SessionFlowStreamChunk[Stream]{Error: &TurnError{Message: err.Error(), Code: code, err: err}})
+	return r.send(&SessionFlowStreamChunk[Stream]{Error: &TurnError{Message: err.Error(), Code: code, err: err}})
 }
 
 // EndTurn ends the answer to the current input: it takes a snapshot if the callback
@@ -561,6 +574,10 @@ func (r *Responder[Stream]) EndTurnWith(reason abi.FinishReason) error {
 	if err != nil {
 		return err
 	}
+	// The turn's last patch, then its end: before the client, told the turn ended,
+	// may start the next one, which asks for patches anew.
+	r.flushCustom()
+	r.patches.endTurn()
 	if id != "" {
 		if err := r.out.send(&SessionFlowStreamChunk[Stream]{SnapshotCreated: id}); err != nil {
 			return err
