@@ -339,6 +339,31 @@ func TestSchemaValidatorRejects(t *testing.T) {
 	}
 }
 
+// Add adds every count: a field it forgot would stay at one.
+func TestGenerationUsageAdd(t *testing.T) {
+	var one abi.GenerationUsage
+	v := reflect.ValueOf(&one).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Int {
+			f.SetInt(1)
+		}
+	}
+	one.Custom = map[string]float64{"x": 1}
+	sum := one
+	sum.Custom = nil
+	sum.Add(&one)
+	sum.Add(nil)
+	s := reflect.ValueOf(sum)
+	for i := range s.NumField() {
+		if f := s.Field(i); f.Kind() == reflect.Int && f.Int() != 2 {
+			t.Errorf("%s = %d after adding 1 to 1", s.Type().Field(i).Name, f.Int())
+		}
+	}
+	if sum.Custom["x"] != 1 || one.Custom["x"] != 1 {
+		t.Errorf("custom counts: %v (the added usage's: %v)", sum.Custom, one.Custom)
+	}
+}
+
 // TestWithoutInjected: injected parts are dropped from copies of their messages; a
 // history holding none is returned as it is, without allocating, so a request's cost
 // does not grow with the history.

@@ -251,6 +251,32 @@ type GenerationUsage struct {
 	Custom              map[string]float64 `json:"custom,omitempty"`
 }
 
+// Add adds o's counts to u's, as the usage of several generations adds up.
+func (u *GenerationUsage) Add(o *GenerationUsage) {
+	if o == nil {
+		return
+	}
+	u.InputTokens += o.InputTokens
+	u.OutputTokens += o.OutputTokens
+	u.TotalTokens += o.TotalTokens
+	u.InputCharacters += o.InputCharacters
+	u.OutputCharacters += o.OutputCharacters
+	u.InputImages += o.InputImages
+	u.OutputImages += o.OutputImages
+	u.InputVideos += o.InputVideos
+	u.OutputVideos += o.OutputVideos
+	u.InputAudioFiles += o.InputAudioFiles
+	u.OutputAudioFiles += o.OutputAudioFiles
+	u.ThoughtsTokens += o.ThoughtsTokens
+	u.CachedContentTokens += o.CachedContentTokens
+	for k, v := range o.Custom {
+		if u.Custom == nil {
+			u.Custom = map[string]float64{}
+		}
+		u.Custom[k] += v
+	}
+}
+
 // GenerateResponseChunk is one piece of a streamed response.
 type GenerateResponseChunk struct {
 	Role Role `json:"role,omitempty"`

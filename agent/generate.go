@@ -291,6 +291,7 @@ func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest,
 	}
 	resp.Message = completePartials(resp.Message)
 	resp.Request = req
+	reportUsage(ctx, resp.Usage)
 	if c.cb != nil && !streamed {
 		// A model that does not stream still reaches a streaming caller: its whole
 		// message, as one chunk.

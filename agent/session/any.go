@@ -107,7 +107,7 @@ func (a *anyConnection[Stream, State]) Output() (*AnyOutput, error) {
 // anyChunk converts a chunk, encoding its status.
 func anyChunk[Stream any](c *SessionFlowStreamChunk[Stream]) (*AnyChunk, error) {
 	out := &AnyChunk{Chunk: c.Chunk, Artifact: c.Artifact, CustomPatch: c.CustomPatch, SnapshotCreated: c.SnapshotCreated,
-		Error: c.Error, EndTurn: c.EndTurn, FinishReason: c.FinishReason}
+		Error: c.Error, EndTurn: c.EndTurn, FinishReason: c.FinishReason, Usage: c.Usage}
 	if raw, ok := any(c.Status).(json.RawMessage); ok {
 		out.Status = raw
 		return out, nil

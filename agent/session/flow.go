@@ -348,6 +348,7 @@ func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[Stat
 		return f.endTurn(ctx, sess, reason)
 	}}
 	work = agent.WithStatusFunc(work, statusSender(resp))
+	work = agent.WithUsageFunc(work, resp.addUsage)
 	resp.ctx = work
 	sess.mu.Lock()
 	sess.onCustom = resp.patches.change // streamed at the next chunk, if the turn asked
@@ -485,7 +486,18 @@ type Responder[Stream any] struct {
 	patches *customPatcher
 
 	mu     sync.Mutex
-	reason abi.FinishReason // of the last turn ended
+	reason abi.FinishReason     // of the last turn ended
+	usage  *abi.GenerationUsage // of the running turn's model calls so far
+}
+
+// addUsage adds a model call's usage to the running turn's.
+func (r *Responder[Stream]) addUsage(_ context.Context, u *abi.GenerationUsage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.usage == nil {
+		r.usage = &abi.GenerationUsage{}
+	}
+	r.usage.Add(u)
 }
 
 // Send sends a complete stream chunk.
@@ -555,6 +567,8 @@ func (r *Responder[Stream]) EndTurn() error { return r.EndTurnWith("") }
 func (r *Responder[Stream]) EndTurnWith(reason abi.FinishReason) error {
 	r.mu.Lock()
 	r.reason = reason
+	usage := r.usage
+	r.usage = nil
 	r.mu.Unlock()
 	id, err := r.endTurn(r.ctx, reason)
 	if err != nil {
@@ -569,7 +583,7 @@ func (r *Responder[Stream]) EndTurnWith(reason abi.FinishReason) error {
 			return err
 		}
 	}
-	if err := r.out.send(&SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: reason}); err != nil {
+	if err := r.out.send(&SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: reason, Usage: usage}); err != nil {
 		return err
 	}
 	return r.out.endTurn()

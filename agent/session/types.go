@@ -121,6 +121,17 @@ type SessionFlowInput struct {
 	// pending snapshot, which the turn settles when it ends (completed or failed) unless
 	// it is aborted first. It needs a snapshot store.
 	Detach bool `json:"detach,omitempty"`
+	// Tools are the client's own tools, offered to the model for this turn beside the
+	// agent's (agent.NewClientTool): the model calling one ends the turn "interrupted"
+	// with the request pending (interrupt metadata {"clientTool": true}), which the
+	// client runs and answers with Resume, giving the tools again for the rest of the
+	// turn. DefineAgent refuses a name one of its own tools has, and all of them when
+	// made WithClientTools(false).
+	Tools []*abi.ToolDefinition `json:"tools,omitempty"`
+	// Output asks for this turn's answer in another format than the agent's (JSON of a
+	// schema, say: agent.WithOutputSchema's), checked before the turn ends: an answer
+	// that does not match fails the turn with agent.ErrInvalidOutput.
+	Output *abi.GenerateActionOutputConfig `json:"output,omitempty"`
 	// CustomPatches asks for the turn's changes of the custom state, as customPatch
 	// chunks (SessionFlowStreamChunk.CustomPatch). A turn that does not ask streams
 	// none, and no one computes them: ask when you apply them.
@@ -182,6 +193,10 @@ type SessionFlowStreamChunk[Stream any] struct {
 	// for a DefineAgent turn ("stop", or "interrupted" when tool requests wait for an
 	// answer), "detached" when the client detached from it.
 	FinishReason abi.FinishReason `json:"finishReason,omitempty"`
+	// Usage, on the EndTurn chunk, is what the turn's model calls used, summed over
+	// them (a tool's own generate calls included), as their models reported it; nil
+	// when none reported any.
+	Usage *abi.GenerationUsage `json:"usage,omitempty"`
 }
 
 // TurnError is a refused turn, as streamed to the client.
