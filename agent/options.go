@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/internal/schema"
@@ -626,13 +627,19 @@ func WithActionOptions(a *abi.GenerateActionOptions) GenerateOption {
 // actionOptions returns the serializable form of the call: system and prompt folded
 // into the messages, tools named.
 func (c *generateConfig) actionOptions(model Model, tools []Tool) *abi.GenerateActionOptions {
-	msgs := make([]*abi.Message, 0, len(c.Messages)+2)
-	if c.System != "" {
-		msgs = append(msgs, abi.NewSystemTextMessage(c.System))
-	}
-	msgs = append(msgs, c.Messages...)
-	if _, ok := c.set["prompt"]; ok {
-		msgs = append(msgs, abi.NewUserTextMessage(c.prompt))
+	_, prompt := c.set["prompt"]
+	// The caller's messages are shared, clipped, when nothing is added to them: a call
+	// on a long conversation does not copy it.
+	msgs := slices.Clip(c.Messages)
+	if c.System != "" || prompt {
+		msgs = make([]*abi.Message, 0, len(c.Messages)+2)
+		if c.System != "" {
+			msgs = append(msgs, abi.NewSystemTextMessage(c.System))
+		}
+		msgs = append(msgs, c.Messages...)
+		if prompt {
+			msgs = append(msgs, abi.NewUserTextMessage(c.prompt))
+		}
 	}
 	names := make([]string, len(tools))
 	for i, t := range tools {

@@ -30,6 +30,10 @@ type Agent struct {
 	Tools []string
 	// Routes are the IDs of a routed agent's routes; a prompt agent has none.
 	Routes []string
+	// ClientTools says whether it offers its model the tools a client brings to a
+	// turn (session.SessionFlowInput.Tools): a prompt agent does unless its file says
+	// clientTools: false; a routed agent never does.
+	ClientTools bool
 	// Plugins are the names of the plugins its file loads.
 	Plugins []string
 	// SnapshotStore is where its sessions are kept: badger, postgres, memory or none.
@@ -94,7 +98,11 @@ func (s flowSnapshots[Stream, State]) wait(ctx context.Context, id string) (*Sna
 }
 
 func (s flowSnapshots[Stream, State]) list(ctx context.Context, sessionID string) ([]*Snapshot, error) {
-	all, err := s.flow.SnapshotStore().ListSnapshots(ctx, sessionID)
+	return eraseAll(s.flow.SnapshotStore().ListSnapshots(ctx, sessionID))
+}
+
+// eraseAll returns snapshots with their custom state as JSON, or err.
+func eraseAll[State any](all []*session.SessionSnapshot[State], err error) ([]*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,7 @@ import (
 //	  timeout: 30s
 //	prompt: assistant.prompt        # a .prompt file beside this one, or the prompt itself
 //	tools: [askUser, calculator/calc]
+//	clientTools: false                # refuse the tools clients bring (default: offered)
 //	handlers: [profile/extract]
 //	plugins:
 //	  - path: ../../plugins/calculator   # a .wasm file, or a Go plugin's directory (built)
@@ -104,6 +105,11 @@ type File struct {
 	// Handlers run at the points of every turn of a prompt agent, in order, by
 	// registered name.
 	Handlers []string `yaml:"handlers,omitempty"`
+	// ClientTools false refuses the tools a client brings to a turn (the
+	// OpenAI-compatible endpoint's "tools"), naming the agent; by default a prompt
+	// agent offers them to its model beside its own, and the model calling one ends
+	// the turn for the client to run it. A routed agent takes none.
+	ClientTools *bool `yaml:"clientTools,omitempty"`
 	// Plugins are the plugins this agent's models, tools and handlers come from, with
 	// what each is granted.
 	Plugins []Plugin `yaml:"plugins,omitempty"`
@@ -382,6 +388,7 @@ var promptKeys = []struct{ key, why string }{
 	{"prompt", "its identity, guidelines, routes and steps instruct its model"},
 	{"tools", "its tools are those of its domains, capabilities, guidelines and steps"},
 	{"handlers", "its turns run no handlers"},
+	{"clientTools", "its routes decide its tools"},
 }
 
 // checkKind refuses a file that is both a prompt agent and a routed agent, naming a
@@ -391,7 +398,8 @@ func (f *File) checkKind() error {
 	if len(routed) == 0 {
 		return nil
 	}
-	given := map[string]bool{"prompt": f.Prompt != "", "tools": len(f.Tools) > 0, "handlers": len(f.Handlers) > 0}
+	given := map[string]bool{"prompt": f.Prompt != "", "tools": len(f.Tools) > 0, "handlers": len(f.Handlers) > 0,
+		"clientTools": f.ClientTools != nil && *f.ClientTools}
 	for _, k := range promptKeys {
 		if given[k.key] {
 			return f.errorf(k.key, "a routed agent (it has %s, line %d) has no %s: %s; write a prompt agent or a routed agent, not both",

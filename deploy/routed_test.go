@@ -171,6 +171,8 @@ func TestRoutedAgentFileErrorsNameFileLineAndField(t *testing.T) {
 			"a.yaml:4: tools: a routed agent (it has guidelines, line 3) has no tools"},
 		{"identity and handlers", "name: a\nmodel: {name: x}\nhandlers: [h]\nidentity: I am a.\n",
 			"a.yaml:3: handlers: a routed agent (it has identity, line 4) has no handlers"},
+		{"identity and client tools", "name: a\nmodel: {name: x}\nclientTools: true\nidentity: I am a.\n",
+			"a.yaml:3: clientTools: a routed agent (it has identity, line 4) has no clientTools"},
 		{"no model", "name: a\nroutes:\n  - title: T\n", "a.yaml: model.name: missing: a routed agent's model is named here"},
 		{"unknown key in a step", "name: a\nmodel: {name: x}\nroutes:\n  - title: T\n    steps:\n      - prompt: p\n        colect: [x]\n",
 			`a.yaml:7: routes[0].steps[0].colect: unknown field "colect"`},

@@ -36,6 +36,7 @@ func (s *Server) apiRoutes() []route {
 		{"POST", "/api/agents/{agent}/snapshots/{snapshot}/abort", s.abortSnapshot},
 		{"GET", wsRoute, s.connect},
 		{"GET", "/v1/models", s.openAIModels},
+		{"GET", "/v1/models/{model}", s.openAIModel},
 		{"POST", "/v1/chat/completions", s.chatCompletions},
 		{"GET", "/healthz", s.healthz},
 		{"GET", "/readyz", s.readyz},
@@ -60,18 +61,22 @@ func (s *Server) routes() http.Handler {
 			mux.HandleFunc(r.method+" "+r.pattern, s.adminOnly(r.handler))
 		}
 	}
+	mux.Handle(MCPPath, s.authenticate(http.HandlerFunc(s.serveMCP), tenant.Bearer))
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	if s.promh != nil {
 		mux.Handle("GET /metrics", s.promh)
 	}
 	mux.Handle("/", pageHandler())
-	for _, prefix := range []string{"/api/", "/v1/"} {
-		mux.HandleFunc(prefix, func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusNotFound, &abi.Error{Code: abi.CodeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
-		})
-	}
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, &abi.Error{Code: abi.CodeNotFound, Message: noRoute(r)})
+	})
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"message": noRoute(r), "type": "invalid_request_error", "param": nil, "code": abi.CodeNotFound}})
+	})
 	return mux
 }
+
+func noRoute(r *http.Request) string { return fmt.Sprintf("no route %s %s", r.Method, r.URL.Path) }
 
 // agentOf returns the agent the request's path names.
 func (s *Server) agentOf(r *http.Request) (*deploy.Agent, error) {
@@ -114,6 +119,8 @@ type AgentInfo struct {
 	// StateManagement is "server" when the agent keeps its sessions, "client" when
 	// its clients keep their state.
 	StateManagement string `json:"stateManagement"`
+	// ClientTools says whether it offers its model the tools a client brings.
+	ClientTools bool `json:"clientTools"`
 }
 
 func agentInfo(a *deploy.Agent) AgentInfo {
@@ -122,7 +129,7 @@ func agentInfo(a *deploy.Agent) AgentInfo {
 		m = "server"
 	}
 	return AgentInfo{Name: a.Name, Description: a.Description, Model: a.Model, Tools: nonNil(a.Tools),
-		Routes: a.Routes, Plugins: nonNil(a.Plugins), Snapshots: a.SnapshotStore, StateManagement: m}
+		Routes: a.Routes, Plugins: nonNil(a.Plugins), Snapshots: a.SnapshotStore, StateManagement: m, ClientTools: a.ClientTools}
 }
 
 func nonNil(s []string) []string {
@@ -272,12 +279,14 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 
 // TurnRequest is one turn's input: a text (a user message), messages, or a resume
 // answering the tool requests that interrupted the last turn; detach runs the turn in
-// the background.
+// the background; customPatches asks for the turn's custom-state changes as
+// customPatch chunks (session.SessionFlowInput.CustomPatches).
 type TurnRequest struct {
-	Text     string         `json:"text,omitempty"`
-	Messages []*abi.Message `json:"messages,omitempty"`
-	Resume   *abi.Resume    `json:"resume,omitempty"`
-	Detach   bool           `json:"detach,omitempty"`
+	Text          string         `json:"text,omitempty"`
+	Messages      []*abi.Message `json:"messages,omitempty"`
+	Resume        *abi.Resume    `json:"resume,omitempty"`
+	Detach        bool           `json:"detach,omitempty"`
+	CustomPatches bool           `json:"customPatches,omitempty"`
 }
 
 // check implements checked.
@@ -290,7 +299,7 @@ func (t *TurnRequest) check() error {
 
 // input is the flow's input for the request.
 func (t *TurnRequest) input() *session.SessionFlowInput {
-	in := &session.SessionFlowInput{Messages: t.Messages, Resume: t.Resume, Detach: t.Detach}
+	in := &session.SessionFlowInput{Messages: t.Messages, Resume: t.Resume, Detach: t.Detach, CustomPatches: t.CustomPatches}
 	if t.Text != "" {
 		in.Messages = []*abi.Message{abi.NewUserTextMessage(t.Text)}
 	}

@@ -66,6 +66,8 @@ func (s *Server) startDrain() {
 	s.sessions.draining = true
 	s.sessions.mu.Unlock()
 	s.drained()
+	// MCP sessions hold event streams, which would hold the HTTP server's shutdown.
+	s.mcp.close()
 }
 
 // running returns the number of turns running.

@@ -73,6 +73,8 @@ var errorCodes = []struct {
 	{agent.ErrInvalidResume, http.StatusUnprocessableEntity, "invalid_resume"},
 	{routes.ErrInvalidData, http.StatusUnprocessableEntity, "invalid_data"},
 	{agent.ErrInvalidInput, http.StatusBadRequest, abi.CodeInvalidInput},
+	// The model's answer is not the JSON asked for: the model is at fault, upstream.
+	{agent.ErrInvalidOutput, http.StatusBadGateway, "invalid_output"},
 	{agent.ErrInvalidToolInput, http.StatusBadRequest, abi.CodeInvalidInput},
 	{session.ErrInvalidInit, http.StatusBadRequest, "invalid_init"},
 	{session.ErrServerManaged, http.StatusBadRequest, "server_managed"},

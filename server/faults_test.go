@@ -192,7 +192,7 @@ func TestToolFaultsOverMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(srv.Handler(nil))
 	defer hs.Close()
 	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), &mcpsdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
 	if err != nil {

@@ -53,7 +53,13 @@ func TestReflectionListsActions(t *testing.T) {
 		}
 	}
 	if flow := actions["/session-flow/echo"]; flow.Type != "session-flow" || flow.InputSchema == nil || flow.InitSchema == nil {
-		t.Errorf("the agent's flow: %+v", flow)
+		t.Errorf("the agent's session flow: %+v", flow)
+	}
+	// Genkit's tools run flows: each agent has one, a turn of it.
+	for _, agent := range []string{"echo", "flights"} {
+		if flow := actions["/flow/"+agent]; flow.Type != "flow" || flow.InputSchema == nil || flow.Metadata["turnOf"] != "/session-flow/"+agent {
+			t.Errorf("agent %s's flow: %+v", agent, flow)
+		}
 	}
 }
 
@@ -120,6 +126,12 @@ func TestReflectionRunsActions(t *testing.T) {
 	_, final = runAction(t, rs, `{"key": "/snapshot-store/echo/listSnapshots", "input": {"sessionId": "`+session+`"}}`)
 	if snaps := final["result"].([]any); len(snaps) != 2 {
 		t.Errorf("listSnapshots: %v", final)
+	}
+
+	// An agent's flow runs a turn and answers its text, as Genkit's flow:run shows it.
+	chunks, final = runAction(t, rs, `{"key": "/flow/echo", "input": {"text": "hi", "sessionId": "`+session+`"}}`)
+	if result := final["result"].(map[string]any); result["text"] != "echo: hi" || result["sessionId"] != session || len(chunks) < 3 {
+		t.Errorf("the agent's flow: chunks %q, final %v", chunks, final)
 	}
 
 	// A routed agent runs the same way; its state is the route state.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,28 +37,69 @@ type gate struct {
 // gate (a model that waits to be released), client (its clients keep the state) and
 // flights, a routed agent (kept in Badger; see routed_test.go).
 var testAgents = map[string]string{
-	"echo.yaml":    "name: echo\ndescription: Echoes.\nmodel: {name: test/echo}\ntools: [askUser]\n",
+	"echo.yaml":    "name: echo\ndescription: Echoes.\nmodel: {name: test/echo}\ntools: [askUser, upper, note]\n",
 	"gate.yaml":    "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
 	"client.yaml":  "name: client\nmodel: {name: test/echo}\nsnapshots: {store: none}\n",
 	"flights.yaml": flightsAgent,
 }
 
-// testRegistry defines the test models: test/echo streams "echo: <text>" word by word,
-// calls askUser when told "ask <question>", and reports tool results.
+// testRegistry defines the test models and tools: test/echo streams "echo: <text>" word
+// by word, calls askUser when told "ask <question>" and an offered tool when told
+// "call <tool> <JSON input>", reports tool results, answers the text itself when asked
+// for JSON, and reports its usage (a token a message in, a token a word out); upper
+// upper-cases a text; note keeps notes in the session's state.
 func testRegistry(g *gate) *agent.Registry {
 	r := agent.NewRegistry()
+	agent.DefineTool(r, "upper", "Upper-cases a text.", func(_ context.Context, in struct {
+		Text string `json:"text"`
+	}) (string, error) {
+		return strings.ToUpper(in.Text), nil
+	})
+	agent.DefineTool(r, "note", "Keeps a note in the session; answers the notes so far.", func(ctx context.Context, in struct {
+		Text string `json:"text"`
+	}) ([]string, error) {
+		s := agent.AnySessionFromContext(ctx)
+		if s == nil {
+			return nil, errors.New("no session")
+		}
+		defer s.LockUpdates()()
+		var st struct{ Notes []string }
+		if raw, err := s.CustomJSON(); err == nil {
+			json.Unmarshal(raw, &st)
+		}
+		st.Notes = append(st.Notes, in.Text)
+		raw, _ := json.Marshal(map[string]any{"notes": st.Notes})
+		return st.Notes, s.SetCustomJSON(raw)
+	})
 	agent.DefineModel(r, "test/echo", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
 		if len(req.Messages) == 0 {
 			return nil, fmt.Errorf("%w: no messages", agent.ErrInvalidInput)
 		}
 		last := req.Messages[len(req.Messages)-1]
+		answer := func(m *abi.Message) (*abi.GenerateResponse, error) {
+			out := len(strings.Fields(m.Text())) + len(m.ToolRequests())
+			return &abi.GenerateResponse{Message: m, FinishReason: abi.FinishStop,
+				Usage: &abi.GenerationUsage{InputTokens: len(req.Messages), OutputTokens: out, TotalTokens: len(req.Messages) + out}}, nil
+		}
 		if last.Role == abi.RoleTool {
 			out, _ := json.Marshal(last.ToolResponses()[0].Output)
-			return &abi.GenerateResponse{Message: abi.NewModelTextMessage("answer: " + string(out)), FinishReason: abi.FinishStop}, nil
+			return answer(abi.NewModelTextMessage("answer: " + string(out)))
 		}
 		if q, ok := strings.CutPrefix(last.Text(), "ask "); ok {
-			return &abi.GenerateResponse{Message: abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{
-				Name: "askUser", Ref: "q1", Input: map[string]any{"question": q}}))}, nil
+			return answer(abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{
+				Name: "askUser", Ref: "q1", Input: map[string]any{"question": q}})))
+		}
+		if rest, ok := strings.CutPrefix(last.Text(), "call "); ok {
+			name, input, _ := strings.Cut(rest, " ")
+			var in any
+			json.Unmarshal([]byte(input), &in)
+			if slices.ContainsFunc(req.Tools, func(d *abi.ToolDefinition) bool { return d.Name == name }) {
+				return answer(abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{Name: name, Ref: "c1", Input: in})))
+			}
+		}
+		if req.Output != nil && req.Output.Format == "json" {
+			// The text as it is, fenced as models fence JSON.
+			return answer(abi.NewModelTextMessage("```json\n" + last.Text() + "\n```"))
 		}
 		text := "echo: " + last.Text()
 		for _, w := range strings.SplitAfter(text, " ") {
@@ -66,7 +109,7 @@ func testRegistry(g *gate) *agent.Registry {
 				}
 			}
 		}
-		return &abi.GenerateResponse{Message: abi.NewModelTextMessage(text), FinishReason: abi.FinishStop}, nil
+		return answer(abi.NewModelTextMessage(text))
 	})
 	agent.DefineModel(r, "test/form", nil, formModel)
 	agent.DefineModel(r, "test/flood", nil, floodModel)

@@ -40,7 +40,8 @@ import (
 // the socket open for the next turn, which continues from the state before it; so
 // does a cancelled one (finish reason aborted) of an agent that keeps its sessions.
 // The client sends turns, one at a time, as the HTTP API's TurnRequest ({"text": ...},
-// {"messages": [...]}, {"resume": {...}}, "detach": true), or {"cancel": true} to
+// {"messages": [...]}, {"resume": {...}}, "detach": true, "customPatches": true to
+// stream the turn's custom-state changes), or {"cancel": true} to
 // cancel the running turn. A client offering subprotocols offers terrarium.v1 (the
 // server picks it); a browser, which cannot set the Authorization header on a
 // WebSocket, offers its API key as a second one, bearer.<key>, never echoed. A turn sent while one runs is answered with the error

@@ -33,6 +33,8 @@ type agentConfig[State any] struct {
 	flow     flowConfig[State]
 	settings []agent.CommonOption
 	base     *basePrompt
+	// noClientTools refuses turns that bring tools of their own (WithClientTools).
+	noClientTools bool
 }
 
 // basePrompt is a PromptRenderer with its input type erased.
@@ -88,6 +90,16 @@ func WithBasePrompt[State, In any](p PromptRenderer[In], input In) AgentOption[S
 	})
 }
 
+// WithClientTools says whether the agent offers its model the tools a turn's input
+// brings (SessionFlowInput.Tools), which it does by default; false refuses such a
+// turn, naming the agent.
+func WithClientTools[State any](allowed bool) AgentOption[State] {
+	return agentFunc[State](func(c *agentConfig[State]) error {
+		c.noClientTools = !allowed
+		return nil
+	})
+}
+
 // convertInput turns a stored prompt input (after a resume, decoded JSON) into In.
 func convertInput[In any](stored any) (In, error) {
 	var in In
@@ -130,7 +142,8 @@ func DefineAgent[Stream, State any](r *agent.Registry, name string, opts ...Agen
 	if err != nil {
 		panic(fmt.Sprintf("session: agent %q: %v", name, err))
 	}
-	a := &agentLoop[Stream, State]{reg: r, base: cfg.base, initial: settings.Messages, handlers: cfg.flow.handlers}
+	a := &agentLoop[Stream, State]{name: name, reg: r, base: cfg.base, initial: settings.Messages, handlers: cfg.flow.handlers,
+		noClientTools: cfg.noClientTools}
 	if settings.System != "" {
 		a.system = abi.NewSystemTextMessage(settings.System)
 	}
@@ -151,14 +164,16 @@ func DefineAgent[Stream, State any](r *agent.Registry, name string, opts ...Agen
 }
 
 type agentLoop[Stream, State any] struct {
+	name     string
 	reg      *agent.Registry
 	base     *basePrompt
 	settings *agent.Settings // without System and Messages, kept below
 	initial  []*abi.Message
 	// system is the system message of WithGenerateOpts(WithSystem(...)): it replaces the
 	// base prompt's system messages.
-	system   *abi.Message
-	handlers []agent.Handler
+	system        *abi.Message
+	handlers      []agent.Handler
+	noClientTools bool
 }
 
 // checkPrompt renders the base prompt as a first turn would, with its default input
@@ -245,7 +260,14 @@ func (a *agentLoop[Stream, State]) turn(ctx context.Context, resp *Responder[Str
 			halt, err = false, fmt.Errorf("session: agent turn: %w", agent.Recovered(ctx, v, "session", sess.ID()))
 		}
 	}()
-	if err := checkInput(input, sess.Messages()); err != nil {
+	clientTools, err := a.clientTools(input.Tools)
+	if err == nil {
+		err = checkOutput(input.Output)
+	}
+	if err == nil {
+		err = checkInput(input, sess.Messages())
+	}
+	if err != nil {
 		// Refused before anything changed: the session stays open for another input.
 		if err := resp.Refuse(err); err != nil {
 			return false, err
@@ -274,9 +296,20 @@ func (a *agentLoop[Stream, State]) turn(ctx context.Context, resp *Responder[Str
 		rendered = append([]*abi.Message{a.system}, rendered...)
 	}
 	history := sess.Messages()
+	settings := a.settings
+	if input.Output != nil {
+		// The turn's format replaces the agent's, and its prompt's (WithDefaults
+		// leaves an output set here alone).
+		c := *settings
+		c.Output, c.OutputType = input.Output, nil
+		settings = &c
+	}
 	opts := []agent.GenerateOption{
-		agent.WithSettings(a.settings),
+		agent.WithSettings(settings),
 		agent.WithMessages(append(slices.Clone(rendered), history...)...),
+	}
+	if len(clientTools) > 0 {
+		opts = append(opts, agent.WithTools(clientTools...))
 	}
 	if input.Resume != nil {
 		opts = append(opts, agent.WithToolResponses(input.Resume.Respond...), agent.WithToolRestarts(input.Resume.Restart...))
@@ -341,6 +374,72 @@ func (a *agentLoop[Stream, State]) turn(ctx context.Context, resp *Responder[Str
 		reason = abi.FinishStop
 	}
 	return false, resp.EndTurnWith(reason)
+}
+
+// clientTools returns the tools a turn's input brings, refusing them (wrapping
+// agent.ErrInvalidInput) when the agent takes none, when one is invalid, given twice,
+// or named as one of the agent's own, which it would hide from the model.
+func (a *agentLoop[Stream, State]) clientTools(defs []*abi.ToolDefinition) ([]agent.Tool, error) {
+	if len(defs) == 0 {
+		return nil, nil
+	}
+	if a.noClientTools {
+		return nil, fmt.Errorf("session: %w: agent %s takes no client tools", agent.ErrInvalidInput, a.name)
+	}
+	own := map[string]bool{}
+	for _, s := range []*agent.Settings{a.settings, a.baseSettings()} {
+		if s == nil {
+			continue
+		}
+		for _, n := range s.ToolNames {
+			own[n] = true
+		}
+		for _, t := range s.Tools {
+			own[t.Name()] = true
+		}
+	}
+	tools := make([]agent.Tool, 0, len(defs))
+	seen := map[string]bool{}
+	for _, d := range defs {
+		t, err := agent.NewClientTool(d)
+		if err != nil {
+			return nil, fmt.Errorf("session: %w: %w", agent.ErrInvalidInput, err)
+		}
+		switch {
+		case own[d.Name]:
+			return nil, fmt.Errorf("session: %w: client tool %q has the name of one of agent %s's own tools", agent.ErrInvalidInput, d.Name, a.name)
+		case seen[d.Name]:
+			return nil, fmt.Errorf("session: %w: client tool %q is given twice", agent.ErrInvalidInput, d.Name)
+		}
+		seen[d.Name] = true
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+// baseSettings returns the base prompt's settings, or nil.
+func (a *agentLoop[Stream, State]) baseSettings() *agent.Settings {
+	if a.base == nil {
+		return nil
+	}
+	return a.base.settings()
+}
+
+// checkOutput refuses a turn's output format that no answer could meet: an unknown
+// format, or a schema that is not a valid JSON Schema.
+func checkOutput(o *abi.GenerateActionOutputConfig) error {
+	if o == nil {
+		return nil
+	}
+	if o.Format != "" && o.Format != "text" && o.Format != "json" {
+		return fmt.Errorf("session: %w: output format %q: want text or json", agent.ErrInvalidInput, o.Format)
+	}
+	if o.JSONSchema != nil {
+		if _, err := schema.Compile(o.JSONSchema); err != nil {
+			return fmt.Errorf("session: %w: the output schema: %v", agent.ErrInvalidInput, err)
+		}
+	}
+	return nil
 }
 
 // handle runs the handlers at a point; it returns a directive only when it is not

@@ -108,7 +108,7 @@ func (a *anyConnection[Stream, State]) Output() (*AnyOutput, error) {
 // anyChunk converts a chunk, encoding its status.
 func anyChunk[Stream any](c *SessionFlowStreamChunk[Stream]) (*AnyChunk, error) {
 	out := &AnyChunk{Chunk: c.Chunk, Artifact: c.Artifact, CustomPatch: c.CustomPatch, SnapshotCreated: c.SnapshotCreated,
-		Error: c.Error, EndTurn: c.EndTurn, FinishReason: c.FinishReason}
+		Error: c.Error, EndTurn: c.EndTurn, FinishReason: c.FinishReason, Usage: c.Usage}
 	if raw, ok := any(c.Status).(json.RawMessage); ok {
 		out.Status = raw
 		return out, nil
@@ -177,12 +177,15 @@ func (f *SessionFlow[Stream, State]) RunJSON(ctx context.Context, input json.Raw
 // cb, closes the connection and returns its SessionFlowOutput. A refused input is
 // returned as the error, after its turn's chunks; a failed turn is an outcome, as
 // Genkit's agents resolve one: the output's finish reason is "failed" and its error
-// says why.
+// says why. With a cb, the turn's stream is Genkit's, custom-state patches included
+// (SessionFlowInput.CustomPatches); without one, nobody reads them and none are
+// computed.
 func (f *SessionFlow[Stream, State]) RunInitJSON(ctx context.Context, init, input json.RawMessage, cb agent.ChunkCallback) (json.RawMessage, error) {
 	in, err := decodeStrict[SessionFlowInput](input)
 	if err != nil {
 		return nil, fmt.Errorf("session: flow %q: %w: input: %v", f.desc.Name, agent.ErrInvalidInput, err)
 	}
+	in.CustomPatches = in.CustomPatches || cb != nil
 	conn, err := f.ConnectAny(ctx, init)
 	if err != nil {
 		return nil, err

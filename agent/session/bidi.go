@@ -128,7 +128,7 @@ func (a *BidiAction[Init, In, Out, Stream]) StreamBidi(ctx context.Context, opts
 
 // start runs the body in a goroutine that ends with the connection.
 func (a *BidiAction[Init, In, Out, Stream]) start(ctx context.Context, init Init) *BidiConnection[In, Out, Stream] {
-	var span *tracing.Span
+	var span tracing.Span
 	if a.traced {
 		kind := tracing.Flow
 		if a.desc.Type == agent.ActionTypeSessionFlow {
@@ -161,9 +161,7 @@ func (a *BidiAction[Init, In, Out, Stream]) start(ctx context.Context, init Init
 			err = context.Cause(ctx)
 		}
 		c.output, c.err = out, err
-		if span != nil {
-			span.End(out, err)
-		}
+		span.End(out, err)
 		close(c.done)
 	}()
 	return c

@@ -347,25 +347,14 @@ func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[Stat
 		}
 	}()
 	work = agent.NewSessionContext(work, sess)
-	resp := &Responder[Stream]{out: out, sess: sess, endTurn: func(ctx context.Context, reason abi.FinishReason, failure *TurnError) (string, error) {
+	resp := &Responder[Stream]{out: out, sess: sess, patches: &customPatcher{}, endTurn: func(ctx context.Context, reason abi.FinishReason, failure *TurnError) (string, error) {
 		return f.endTurn(ctx, sess, reason, failure)
 	}}
 	work = agent.WithStatusFunc(work, statusSender(resp))
+	work = agent.WithUsageFunc(work, resp.addUsage)
 	resp.ctx = work
-	var patcher customPatcher
 	sess.mu.Lock()
-	sess.onCustom = func() {
-		if resp.out.isReleased() {
-			return // a detached turn streams nothing
-		}
-		doc, err := sess.CustomJSON()
-		if err == nil {
-			err = patcher.next(doc, func(p json.RawMessage) error { return resp.Send(&SessionFlowStreamChunk[Stream]{CustomPatch: p}) })
-		}
-		if err != nil && work.Err() == nil {
-			slog.WarnContext(work, "session: a custom state change could not be streamed", "flow", f.desc.Name, "session", sess.ID(), "error", err)
-		}
-	}
+	sess.onCustom = resp.patches.change // streamed at the next chunk, if the turn asked
 	sess.mu.Unlock()
 
 	if f.setup != nil {
@@ -396,6 +385,7 @@ func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[Stat
 				detached = output != nil
 				return output, err
 			}
+			resp.patches.startTurn(in.CustomPatches)
 			for delivered := false; !delivered; {
 				opened := sess.beginTurn()
 				select {
@@ -578,14 +568,49 @@ type Responder[Stream any] struct {
 	sess    agent.AnySession
 	endTurn func(context.Context, abi.FinishReason, *TurnError) (string, error)
 
+	// patches streams the custom state's changes before each chunk, for a turn that
+	// asked (SessionFlowInput.CustomPatches).
+	patches *customPatcher
+
 	mu      sync.Mutex
-	reason  abi.FinishReason // of the last turn ended
-	failure *TurnError       // why the last turn failed, if it did
+	reason  abi.FinishReason     // of the last turn ended
+	failure *TurnError           // why the last turn failed, if it did
+	usage   *abi.GenerationUsage // of the running turn's model calls so far
+}
+
+// addUsage adds a model call's usage to the running turn's.
+func (r *Responder[Stream]) addUsage(_ context.Context, u *abi.GenerationUsage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.usage == nil {
+		r.usage = &abi.GenerationUsage{}
+	}
+	r.usage.Add(u)
 }
 
 // Send sends a complete stream chunk.
 func (r *Responder[Stream]) Send(chunk *SessionFlowStreamChunk[Stream]) error {
+	return r.send(chunk)
+}
+
+// send streams a chunk after the custom state's change since the last one, if any and
+// the turn asked for it: a client applying the patches holds, at each chunk, the state
+// the turn had when the chunk was sent.
+func (r *Responder[Stream]) send(chunk *SessionFlowStreamChunk[Stream]) error {
+	r.flushCustom()
 	return r.out.send(chunk)
+}
+
+// flushCustom streams the custom state's change since the last patch (customPatcher).
+// A change that cannot be streamed is logged: it reaches the client with the next
+// turn's first patch, which carries the whole state.
+func (r *Responder[Stream]) flushCustom() {
+	err := r.patches.flush(r.sess.CustomJSON, func(p json.RawMessage) error {
+		return r.out.send(&SessionFlowStreamChunk[Stream]{CustomPatch: p})
+	})
+	if err != nil && r.ctx.Err() == nil {
+		slog.WarnContext(r.ctx, "session: a custom state change could not be streamed", "session", r.sess.ID(), "error", err)
+	}
 }
 
 // SendChunk sends a chunk of generation output.
@@ -593,19 +618,19 @@ func (r *Responder[Stream]) SendChunk(chunk *abi.GenerateResponseChunk) error {
 	if chunk == nil {
 		return nil
 	}
-	return r.out.send(&SessionFlowStreamChunk[Stream]{Chunk: chunk})
+	return r.send(&SessionFlowStreamChunk[Stream]{Chunk: chunk})
 }
 
 // SendStatus sends a status update of the flow's own type.
 func (r *Responder[Stream]) SendStatus(status Stream) error {
-	return r.out.send(&SessionFlowStreamChunk[Stream]{Status: status})
+	return r.send(&SessionFlowStreamChunk[Stream]{Status: status})
 }
 
 // SendArtifact records the artifact in the session state (replacing one of the same
 // name) and sends it to the client.
 func (r *Responder[Stream]) SendArtifact(a *abi.Artifact) error {
 	r.sess.AddArtifact(a)
-	return r.out.send(&SessionFlowStreamChunk[Stream]{Artifact: a})
+	return r.send(&SessionFlowStreamChunk[Stream]{Artifact: a})
 }
 
 // Refuse tells the client its input for this turn was refused (a resume naming a tool
@@ -617,7 +642,7 @@ func (r *Responder[Stream]) Refuse(err error) error {
 	if errors.As(err, &e) {
 		code = e.Code
 	}
-	return r.out.send(&SessionFlowStreamChunk[Stream]{Error: &TurnError{Message: err.Error(), Code: code, Status: genkitStatus(code), err: err}})
+	return r.send(&SessionFlowStreamChunk[Stream]{Error: &TurnError{Message: err.Error(), Code: code, Status: genkitStatus(code), err: err}})
 }
 
 // FailTurn ends the current turn as failed, for err (a model's, a tool's or a
@@ -643,12 +668,14 @@ func (r *Responder[Stream]) FailTurn(err error) error {
 	te := newTurnError(err)
 	r.mu.Lock()
 	r.reason, r.failure = FinishFailed, te
+	usage := r.usage
+	r.usage = nil
 	r.mu.Unlock()
 	id, err := r.endTurn(r.ctx, FinishFailed, te)
 	if err != nil {
 		return err
 	}
-	return r.close(id, &SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: FinishFailed, Error: te})
+	return r.close(id, &SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: FinishFailed, Error: te, Usage: usage})
 }
 
 // EndTurn ends the answer to the current input: it takes a snapshot if the callback
@@ -661,17 +688,22 @@ func (r *Responder[Stream]) EndTurn() error { return r.EndTurnWith("") }
 func (r *Responder[Stream]) EndTurnWith(reason abi.FinishReason) error {
 	r.mu.Lock()
 	r.reason, r.failure = reason, nil
+	usage := r.usage
+	r.usage = nil
 	r.mu.Unlock()
 	id, err := r.endTurn(r.ctx, reason, nil)
 	if err != nil {
 		return err
 	}
-	return r.close(id, &SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: reason})
+	return r.close(id, &SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: reason, Usage: usage})
 }
 
-// close streams the end of a turn: the snapshot it took, if any, then its EndTurn
-// chunk, then the turn signal.
+// close streams the end of a turn: its last custom-state patch (before the client,
+// told the turn ended, may start the next one, which asks for patches anew), the
+// snapshot it took, if any, then its EndTurn chunk, then the turn signal.
 func (r *Responder[Stream]) close(snapshot string, end *SessionFlowStreamChunk[Stream]) error {
+	r.flushCustom()
+	r.patches.endTurn()
 	if snapshot != "" {
 		if err := r.out.send(&SessionFlowStreamChunk[Stream]{SnapshotCreated: snapshot}); err != nil {
 			return err

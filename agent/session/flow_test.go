@@ -29,6 +29,13 @@ type ChatStatus struct {
 // chatFlow is seed 003's chat agent (section 7.1) over the programmable model: each
 // turn adds the input, streams the model's answer, records the topic and ends the turn.
 func chatFlow(r *agent.Registry, m agent.Model, opts ...session.SessionFlowOption[ChatState]) *session.SessionFlow[ChatStatus, ChatState] {
+	return turnFlow(r, m, true, opts...)
+}
+
+// turnFlow is a chat flow: each turn adds the input, streams a status and the model's
+// answer, records the answer and, when custom is set, adds the input's text to the
+// custom state's topics.
+func turnFlow(r *agent.Registry, m agent.Model, custom bool, opts ...session.SessionFlowOption[ChatState]) *session.SessionFlow[ChatStatus, ChatState] {
 	return session.DefineSessionFlow(r, "chat",
 		func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[ChatStatus], params *session.SessionFlowParams[ChatStatus, ChatState]) error {
 			sess := params.Session
@@ -49,10 +56,12 @@ func chatFlow(r *agent.Registry, m agent.Model, opts ...session.SessionFlowOptio
 						return err
 					}
 				}
-				sess.UpdateCustom(func(c ChatState) ChatState {
-					c.Topics = append(slices.Clone(c.Topics), input.Messages[0].Text())
-					return c
-				})
+				if custom {
+					sess.UpdateCustom(func(c ChatState) ChatState {
+						c.Topics = append(slices.Clone(c.Topics), input.Messages[0].Text())
+						return c
+					})
+				}
 				if err := resp.EndTurn(); err != nil {
 					return err
 				}
@@ -79,7 +88,7 @@ func echoModel() *testmodel.Model {
 // turn sends text and collects the turn's stream, summarised as a list of kinds.
 func turn(t *testing.T, conn *session.SessionFlowConnection[ChatStatus, ChatState], text string) (kinds []string, snapshotID, answer string) {
 	t.Helper()
-	if err := conn.SendText(text); err != nil {
+	if err := conn.Send(&session.SessionFlowInput{Messages: []*abi.Message{abi.NewUserTextMessage(text)}, CustomPatches: true}); err != nil {
 		t.Fatal(err)
 	}
 	for c, err := range conn.Receive() {

@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/session"
@@ -111,16 +109,10 @@ func TestAttachDetachAbortPatchSequences(t *testing.T) {
 							if c.CustomPatch == nil {
 								continue
 							}
-							if client == nil {
-								client = []byte("null")
-							}
-							patch, err := jsonpatch.DecodePatch(c.CustomPatch)
-							if err != nil {
-								t.Fatalf("patch %s: %v", c.CustomPatch, err)
-							}
-							if client, err = patch.Apply(client); err != nil {
-								t.Fatalf("applying %s to %s: %v", c.CustomPatch, client, err)
-							}
+							client = applyPatch(t, client, c.CustomPatch)
+						}
+						if client == nil {
+							client, _ = json.Marshal(Doc{}) // no patch yet: the client holds the zero state
 						}
 						if want := latest(); !sameJSON(client, want) {
 							t.Fatalf("step %d, after %q: the client holds %s, the latest snapshot %s", step, text, client, want)
@@ -196,13 +188,3 @@ func TestAttachDetachAbortPatchSequences(t *testing.T) {
 	}
 }
 
-// sameJSON reports whether two JSON documents are equal as values.
-func sameJSON(a, b []byte) bool {
-	var x, y any
-	if a == nil {
-		a, _ = json.Marshal(Doc{}) // no patch yet: the client holds the zero state
-	}
-	json.Unmarshal(a, &x)
-	json.Unmarshal(b, &y)
-	return reflect.DeepEqual(x, y)
-}

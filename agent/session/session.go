@@ -27,7 +27,8 @@ type Session[State any] struct {
 	// LockUpdates); mu protects each single access.
 	updates sync.Mutex
 
-	// onCustom is called after each change of the custom state (customPatch chunks).
+	// onCustom is called after each change of the custom state: it marks the state
+	// changed, for the customPatch chunk streamed at the next chunk (customPatcher).
 	onCustom func()
 
 	// snapMu is held while a snapshot is saved, so that a detach writes its pending
@@ -95,11 +96,14 @@ func (s *Session[State]) copyState() *SessionState[State] {
 	return &c
 }
 
-// Messages returns the conversation so far.
+// Messages returns the conversation so far: the session's own slice, clipped, so that a
+// turn does not copy the whole history to read it. Appending to it copies it; writing
+// into it is not allowed (SetMessages changes the history). Later additions to the
+// session do not show in it.
 func (s *Session[State]) Messages() []*abi.Message {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return slices.Clone(s.state.Messages)
+	return slices.Clip(s.state.Messages)
 }
 
 // AddMessages appends messages to the conversation.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
+	"github.com/terrarium-ai/terrarium/agent/tracing"
 )
 
 // SessionState is the portable state of a conversation: what a snapshot stores and what
@@ -131,6 +132,21 @@ type SessionFlowInput struct {
 	// pending snapshot, which the turn settles when it ends (completed or failed) unless
 	// it is aborted first. It needs a snapshot store.
 	Detach bool `json:"detach,omitempty"`
+	// Tools are the client's own tools, offered to the model for this turn beside the
+	// agent's (agent.NewClientTool): the model calling one ends the turn "interrupted"
+	// with the request pending (interrupt metadata {"clientTool": true}), which the
+	// client runs and answers with Resume, giving the tools again for the rest of the
+	// turn. DefineAgent refuses a name one of its own tools has, and all of them when
+	// made WithClientTools(false).
+	Tools []*abi.ToolDefinition `json:"tools,omitempty"`
+	// Output asks for this turn's answer in another format than the agent's (JSON of a
+	// schema, say: agent.WithOutputSchema's), checked before the turn ends: an answer
+	// that does not match fails the turn with agent.ErrInvalidOutput.
+	Output *abi.GenerateActionOutputConfig `json:"output,omitempty"`
+	// CustomPatches asks for the turn's changes of the custom state, as customPatch
+	// chunks (SessionFlowStreamChunk.CustomPatch). A turn that does not ask streams
+	// none, and no one computes them: ask when you apply them.
+	CustomPatches bool `json:"customPatches,omitempty"`
 }
 
 // UnmarshalJSON decodes a turn's input, refusing unknown fields and a null message.
@@ -194,10 +210,13 @@ type SessionFlowStreamChunk[Stream any] struct {
 	Status Stream `json:"status,omitzero"`
 	// Artifact is an artifact just produced.
 	Artifact *abi.Artifact `json:"artifact,omitempty"`
-	// CustomPatch is a change of the session's custom state, as it happened: an RFC 6902
-	// JSON Patch. A connection's first one replaces the whole document (path ""); each
-	// later one patches the document before it, so a client applying them in order holds
-	// the state the next snapshot stores. A detached turn streams none.
+	// CustomPatch is a change of the session's custom state: an RFC 6902 JSON Patch,
+	// streamed only in a turn whose input asked (SessionFlowInput.CustomPatches). It
+	// comes before the chunk it precedes and before the turn's end, with what changed
+	// since the last one: a turn's first one replaces the whole document (path ""), so a
+	// client that missed earlier turns catches up; each later one in the turn patches the
+	// document before it. A client applying a turn's patches in order holds the state the
+	// turn's snapshot stores. A detached turn streams none.
 	CustomPatch json.RawMessage `json:"customPatch,omitempty"`
 	// SnapshotCreated is the ID of a snapshot just persisted.
 	SnapshotCreated string `json:"snapshotCreated,omitempty"`
@@ -214,6 +233,10 @@ type SessionFlowStreamChunk[Stream any] struct {
 	// for a DefineAgent turn ("stop", or "interrupted" when tool requests wait for an
 	// answer), or "failed" (see Error).
 	FinishReason abi.FinishReason `json:"finishReason,omitempty"`
+	// Usage, on the EndTurn chunk, is what the turn's model calls used, summed over
+	// them (a tool's own generate calls included), as their models reported it; nil
+	// when none reported any.
+	Usage *abi.GenerationUsage `json:"usage,omitempty"`
 }
 
 // TurnError is a refused or failed turn, as streamed to the client and recorded in a
@@ -279,4 +302,33 @@ func genkitStatus(code abi.ErrorCode) string {
 		return "UNAVAILABLE"
 	}
 	return "INTERNAL"
+}
+
+// TraceView is what a trace span records of the init (tracing.Viewer): a client-kept
+// state with only its newest messages (tracing.Tail).
+func (i *SessionFlowInit[State]) TraceView() any {
+	if i == nil || i.State == nil {
+		return i
+	}
+	c := *i
+	c.State = i.State.traceView()
+	return &c
+}
+
+// TraceView is what a trace span records of the output (tracing.Viewer): its state with
+// only its newest messages (tracing.Tail).
+func (o *SessionFlowOutput[State]) TraceView() any {
+	if o == nil || o.State == nil {
+		return o
+	}
+	c := *o
+	c.State = o.State.traceView()
+	return &c
+}
+
+// traceView is the state with only its newest messages, for a trace span.
+func (s *SessionState[State]) traceView() *SessionState[State] {
+	c := *s
+	c.Messages = tracing.Tail(s.Messages)
+	return &c
 }

@@ -632,6 +632,23 @@ func TestRoutedAgentPageInChromium(t *testing.T) {
 	t.Logf("screenshot: %s", shot)
 }
 
+// makeKey makes an API key of a tenant with the admin API.
+func (s *served) makeKey(t *testing.T, admin, tenant string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", s.url+"/admin/tenants/"+tenant+"/keys", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var made struct{ Key string }
+	if err := json.NewDecoder(resp.Body).Decode(&made); err != nil || made.Key == "" {
+		t.Fatalf("making a key: %d, %v", resp.StatusCode, err)
+	}
+	return made.Key
+}
+
 // TestTenantPageInChromium drives the page of a server of tenants: it asks for an API
 // key, says so when the server refuses one, and with a good one streams an answer
 // over the WebSocket, the key kept in sessionStorage alone.
@@ -646,18 +663,7 @@ func TestTenantPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServe(t, "-data", t.TempDir(), "-tenants", tenants, exampleDeployment)
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", s.url+"/admin/tenants/a/keys", nil)
-	req.Header.Set("Authorization", "Bearer "+admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var made struct{ Key string }
-	err = json.NewDecoder(resp.Body).Decode(&made)
-	resp.Body.Close()
-	if err != nil || made.Key == "" {
-		t.Fatalf("making a key: %d, %v", resp.StatusCode, err)
-	}
+	made := struct{ Key string }{s.makeKey(t, admin, "a")}
 
 	shot := screenshot(t, "chat-page-tenants.png")
 	var got struct {
