@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/deploy"
 	"github.com/terrarium-ai/terrarium/tenant"
@@ -184,10 +185,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	case err == nil && end != nil && end.FinishReason == session.FinishFailed:
 		// The turn failed (its model, a tool, a handler): a server error, as OpenAI
 		// answers one, with the turn's code; the session goes on.
+		status, body := failedTurn(end.Error)
 		if events == nil {
-			writeJSON(w, http.StatusInternalServerError, failedTurn(end.Error))
+			writeJSON(w, status, body)
 		} else {
-			events.send("", failedTurn(end.Error))
+			events.send("", body)
 		}
 		return
 	case err == nil && end != nil && end.FinishReason == session.FinishAborted:
@@ -211,11 +213,16 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// failedTurn is OpenAI's error object for a failed turn: a server error (type
-// server_error, which OpenAI's clients report as an internal server error), with the
-// turn's code and message.
-func failedTurn(e *session.TurnError) map[string]any {
-	return map[string]any{"error": map[string]any{"message": e.Message, "type": "server_error", "code": e.Code, "param": nil}}
+// failedTurn is the status and OpenAI's error object for a failed turn: a server error
+// (type server_error, which OpenAI's clients report as an internal server error), with
+// the turn's code and message; an answer off the requested response_format is the
+// model's fault, a bad gateway (invalid_output), as the API answers it elsewhere.
+func failedTurn(e *session.TurnError) (int, map[string]any) {
+	status, code := http.StatusInternalServerError, string(e.Code)
+	if errors.Is(e, agent.ErrInvalidOutput) {
+		status, code = http.StatusBadGateway, "invalid_output"
+	}
+	return status, map[string]any{"error": map[string]any{"message": e.Message, "type": "server_error", "code": code, "param": nil}}
 }
 
 // checkClientTools refuses the request's tools before a session opens when the agent

@@ -95,7 +95,7 @@ func TestAttachDetachAbortPatchSequences(t *testing.T) {
 						if rng.IntN(4) == 0 {
 							text += " fail"
 						}
-						conn.SendText(text)
+						conn.Send(&session.SessionFlowInput{Messages: say(text).Messages, CustomPatches: true})
 						for c, err := range conn.Receive() {
 							if err != nil && (c == nil || !c.EndTurn) {
 								t.Fatalf("step %d, %q: %v", step, text, err)
