@@ -13,7 +13,6 @@ import (
 	"sync"
 	"testing"
 
-
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/store"
@@ -187,4 +186,3 @@ func TestAttachDetachAbortPatchSequences(t *testing.T) {
 		})
 	}
 }
-
