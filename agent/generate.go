@@ -108,7 +108,7 @@ func generate(ctx context.Context, r *Registry, opts []GenerateOption, cb ModelS
 		return nil, err
 	}
 	c := &call{reg: r, model: cfg.Model, tools: map[string]Tool{}, middleware: cfg.Middleware,
-		returnToolErrors: cfg.ReturnToolErrors, cb: cb}
+		returnToolErrors: cfg.ToolErrors == ToolErrorsToModel, cb: cb}
 	if c.model == nil && cfg.ModelName != "" {
 		if c.model, err = r.LookupModel(cfg.ModelName); err != nil {
 			return nil, err
@@ -242,7 +242,17 @@ func (c *call) emit(ctx context.Context, index int, m *abi.Message) error {
 	return c.cb(ctx, &abi.GenerateResponseChunk{Role: m.Role, Index: index, Content: m.Content})
 }
 
-func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest, index int) (*abi.GenerateResponse, error) {
+// callModel calls the model once. Its failures, a panic of the model's included, name
+// the model (ActionError).
+func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest, index int) (resp *abi.GenerateResponse, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("agent: model %s: %w", m.Name(), Recovered(ctx, v, "model", m.Name()))
+		}
+		if err != nil {
+			resp, err = nil, &ActionError{Type: ActionTypeModel, Name: m.Name(), Err: err}
+		}
+	}()
 	var acc abi.Accumulator
 	var cb ModelStreamCallback
 	streamed := false
@@ -262,8 +272,6 @@ func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest,
 			return c.cb(ctx, &out)
 		}
 	}
-	var resp *abi.GenerateResponse
-	var err error
 	if len(c.middleware) == 0 {
 		resp, err = generateModel(ctx, m, req, cb) // no closure to build
 	} else {

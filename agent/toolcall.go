@@ -46,7 +46,7 @@ type toolResult struct {
 	interrupt *InterruptError
 	err       error
 	// failed marks an output that is a tool's error handed to the model
-	// (WithReturnToolErrors).
+	// (ToolErrorsToModel).
 	failed bool
 }
 
@@ -124,17 +124,25 @@ func interrupted(results map[int]*toolResult) bool {
 }
 
 // runTool runs one tool request: the tool found, its input checked against its schema,
-// the call made within a tool span. With WithReturnToolErrors a failure becomes the
-// tool's answer to the model, unless the call itself was cancelled.
+// the call made within a tool span, a panic recovered into its failure. Every failure
+// names the tool (ActionError). With the tool-errors-to-model policy a failure becomes
+// the tool's answer to the model, unless the call itself was cancelled or the tool
+// panicked: a bug fails the turn.
 func (c *call) runTool(ctx context.Context, model Model, req *abi.ToolRequest) *toolResult {
 	res := c.runToolOnce(ctx, model, req)
-	if res.err != nil && c.returnToolErrors && ctx.Err() == nil && !errors.Is(res.err, context.Canceled) {
-		return &toolResult{output: map[string]any{"error": res.err.Error()}, failed: true}
+	if res.err == nil {
+		return res
+	}
+	res.err = &ActionError{Type: ActionTypeTool, Name: req.Name, Err: res.err}
+	var pe *PanicError
+	if c.returnToolErrors && ctx.Err() == nil && !errors.Is(res.err, context.Canceled) && !errors.As(res.err, &pe) {
+		e := AsError(res.err)
+		return &toolResult{output: map[string]any{"error": e.Message, "code": e.Code}, failed: true}
 	}
 	return res
 }
 
-func (c *call) runToolOnce(ctx context.Context, model Model, req *abi.ToolRequest) *toolResult {
+func (c *call) runToolOnce(ctx context.Context, model Model, req *abi.ToolRequest) (res *toolResult) {
 	t, ok := c.tools[req.Name]
 	if !ok {
 		return &toolResult{err: fmt.Errorf("agent: %w %q: model %s asked for it but the call offers %s", ErrUnknownTool, req.Name, model.Name(), toolList(c.tools))}
@@ -152,6 +160,13 @@ func (c *call) runToolOnce(ctx context.Context, model Model, req *abi.ToolReques
 		return &toolResult{err: fmt.Errorf("agent: tool %q: %w: %v", req.Name, ErrInvalidToolInput, err)}
 	}
 	ctx, span := tracing.Start(ctx, t.Name(), tracing.Tool, input)
+	defer func() {
+		if v := recover(); v != nil {
+			err := fmt.Errorf("agent: tool %q: %w", req.Name, Recovered(ctx, v, "tool", req.Name))
+			span.End(nil, err)
+			res = &toolResult{err: err}
+		}
+	}()
 	out, err := wrapTool(c.middleware, t, t.Run)(ctx, input)
 	span.End(out, err)
 	var ie *InterruptError

@@ -59,7 +59,7 @@ type snapshots interface {
 	get(ctx context.Context, snapshotID string) (*Snapshot, error)
 	list(ctx context.Context, sessionID string) ([]*Snapshot, error)
 	latest(ctx context.Context, sessionID string) (*Snapshot, error)
-	abort(ctx context.Context, snapshotID string) (*Snapshot, error)
+	abort(ctx context.Context, snapshotID string) (session.SnapshotStatus, bool, error)
 	wait(ctx context.Context, snapshotID string) (*Snapshot, error)
 }
 
@@ -89,8 +89,8 @@ func (s flowSnapshots[Stream, State]) latest(ctx context.Context, sessionID stri
 	return erase(s.flow.SnapshotStore().LatestSnapshot(ctx, sessionID))
 }
 
-func (s flowSnapshots[Stream, State]) abort(ctx context.Context, id string) (*Snapshot, error) {
-	return erase(s.flow.Abort(ctx, id))
+func (s flowSnapshots[Stream, State]) abort(ctx context.Context, id string) (session.SnapshotStatus, bool, error) {
+	return s.flow.Abort(ctx, id)
 }
 
 func (s flowSnapshots[Stream, State]) wait(ctx context.Context, id string) (*Snapshot, error) {
@@ -177,18 +177,19 @@ func (a *Agent) LatestSnapshot(ctx context.Context, sessionID string) (*Snapshot
 	return s.latest(ctx, sessionID)
 }
 
-// Abort stops the detached turn of a pending snapshot and returns the snapshot that
-// settles it (see session.SessionFlow.Abort).
-func (a *Agent) Abort(ctx context.Context, snapshotID string) (*Snapshot, error) {
+// Abort stops the detached turn of a pending snapshot, and returns the status the
+// snapshot had (pending when it stopped a turn), or ok false for an unknown snapshot
+// (see session.SessionFlow.Abort).
+func (a *Agent) Abort(ctx context.Context, snapshotID string) (prev session.SnapshotStatus, ok bool, err error) {
 	s, err := a.kept()
 	if err != nil {
-		return nil, err
+		return "", false, err
 	}
 	return s.abort(ctx, snapshotID)
 }
 
 // Wait waits until the detached turn of a pending snapshot ends and returns the
-// snapshot that settled it (see session.SessionFlow.Wait).
+// snapshot, settled under its own ID (see session.SessionFlow.Wait).
 func (a *Agent) Wait(ctx context.Context, snapshotID string) (*Snapshot, error) {
 	s, err := a.kept()
 	if err != nil {

@@ -546,7 +546,7 @@ func (d *Deployment) define(f *File, kind string) (*Agent, error) {
 }
 
 // generateOpts are what the agent's model calls are made with: the model, its
-// config, retries and backups, the metrics.
+// config, retries and backups, the metrics, the tool error policy.
 func (d *Deployment) generateOpts(f *File) []agent.CommonOption {
 	common := []agent.CommonOption{agent.WithMiddleware(d.meter.middleware(d.pluginOf))}
 	if d.usage != nil {
@@ -569,6 +569,9 @@ func (d *Deployment) generateOpts(f *File) []agent.CommonOption {
 	if f.MaxTurns > 0 {
 		common = append(common, agent.WithMaxTurns(f.MaxTurns))
 	}
+	// Routed agents' calls too: an agent file's agent tells its model of a failing tool
+	// unless the file says fail.
+	common = append(common, agent.WithReturnToolErrors(f.ToolErrors != agent.ToolErrorsFail))
 	return common
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/routes"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/oci"
@@ -91,6 +92,11 @@ type File struct {
 	Prompt string `yaml:"prompt,omitempty"`
 	// MaxTurns bounds the rounds of tool calls in one turn (default 5).
 	MaxTurns int `yaml:"maxTurns,omitempty"`
+	// ToolErrors says what a failing tool (its error, a plugin's fault or timeout, an
+	// input from the model that breaks its schema) does to a turn: "model", the
+	// default, tells the model (the tool's response carries the error's code and
+	// message), which may correct itself within maxTurns; "fail" fails the turn.
+	ToolErrors agent.ToolErrorPolicy `yaml:"toolErrors,omitempty"`
 	// Tools are the tools offered to a prompt agent's model, by registered name: the
 	// plugins' ("calculator/calc"), Terrarium's own (see Builtins) or the
 	// application's. A routed agent's tools are in its domains, capabilities,
@@ -334,6 +340,8 @@ func (f *File) check() error {
 		return f.errorf("maxTurns", "%d: want 1 or more", f.MaxTurns)
 	case f.Isolation != "" && f.Isolation != host.IsolationPooled && f.Isolation != host.IsolationSession:
 		return f.errorf("isolation", "%q: want pooled or session", f.Isolation)
+	case f.ToolErrors != "" && f.ToolErrors != agent.ToolErrorsToModel && f.ToolErrors != agent.ToolErrorsFail:
+		return f.errorf("toolErrors", "%q: want model or fail", f.ToolErrors)
 	case f.Tenants != nil:
 		return f.errorf("tenants", "tenants are not set in agent files: the tenants file (terrarium serve -tenants) names each tenant's agents")
 	}

@@ -222,7 +222,7 @@ func (s *Server) handler(t agent.Tool, v *schema.Validator) mcpsdk.ToolHandler {
 			ctx = agent.NewSessionContext(ctx, sess)
 		}
 		ctx, span := tracing.Start(ctx, t.Name(), tracing.Tool, input)
-		out, err := t.Run(ctx, input)
+		out, err := run(ctx, t, input)
 		span.End(out, err)
 		if sess != nil {
 			// What the call changed is kept even when it failed after changing it.
@@ -281,21 +281,29 @@ func (s *Server) progress(ss *mcpsdk.ServerSession, token any) agent.StatusFunc 
 	}
 }
 
+// run runs the tool, a panic of its recovered into its error: one call fails, the
+// server and its other sessions go on.
+func run(ctx context.Context, t agent.Tool, input any) (out any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			out, err = nil, fmt.Errorf("tool %s: %w", t.Name(), agent.Recovered(ctx, v, "tool", t.Name()))
+		}
+	}()
+	return t.Run(ctx, input)
+}
+
 // errorResult is a tool execution error: the error's text for the model, and the
-// error as an *abi.Error in _meta. A tool's (or plugin's) own *abi.Error is reported
-// as the tool reported it, without the wrapping that names where it came from.
+// error as an *abi.Error in _meta, classified as agent.AsError does: a tool's (or
+// plugin's) own *abi.Error is reported as the tool reported it, without the wrapping
+// that names where it came from.
 func errorResult(err error) *mcpsdk.CallToolResult {
 	var e *abi.Error
 	var ie *agent.InterruptError
-	switch {
-	case errors.As(err, &ie):
+	if errors.As(err, &ie) {
 		md, _ := json.Marshal(ie.Metadata)
 		e = abi.Errorf(abi.CodePermissionDenied, "the tool needs outside input before it runs (an approval or an answer), which MCP cannot carry: %s", md)
-	case errors.As(err, &e):
-	case errors.Is(err, agent.ErrInvalidToolInput):
-		e = &abi.Error{Code: abi.CodeInvalidInput, Message: err.Error()}
-	default:
-		e = &abi.Error{Code: abi.CodeInternal, Message: err.Error()}
+	} else {
+		e = agent.AsError(err)
 	}
 	return &mcpsdk.CallToolResult{
 		Meta:    mcpsdk.Meta{ErrorMetaKey: e},

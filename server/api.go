@@ -340,12 +340,18 @@ func (s *Server) sendTurn(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Terrarium-Session-Id", l.id)
 	stream := wantsStream(r)
 	var events *sseWriter
-	chunks := []*session.AnyChunk{}
+	res := TurnResult{SessionID: l.id, Chunks: []*session.AnyChunk{}}
 	first := true
-	err = s.sessions.turn(l, done, in, func(c *session.AnyChunk) error {
+	out, err := s.sessions.turn(l, done, in, func(c *session.AnyChunk) error {
+		if c.SnapshotCreated != "" {
+			res.SnapshotID = c.SnapshotCreated
+		}
+		if c.EndTurn {
+			res.FinishReason = c.FinishReason
+		}
 		if first {
 			first = false
-			if c.Error != nil {
+			if c.Error != nil && !c.EndTurn {
 				// Refused before anything streamed: a status, below.
 				return c.Error
 			}
@@ -354,11 +360,15 @@ func (s *Server) sendTurn(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if !stream {
-			chunks = append(chunks, c)
+			res.Chunks = append(res.Chunks, c)
 			return nil
 		}
 		return events.send("", c)
 	})
+	if out != nil && out.FinishReason == session.FinishDetached {
+		// A detached turn streams nothing: the answer names its pending snapshot.
+		res.SnapshotID, res.FinishReason = out.SnapshotID, out.FinishReason
+	}
 	switch {
 	case events != nil && err != nil:
 		_, body := classify(err)
@@ -367,8 +377,19 @@ func (s *Server) sendTurn(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, r, err)
 	default:
-		writeJSON(w, http.StatusOK, map[string]any{"sessionId": l.id, "chunks": chunks})
+		writeJSON(w, http.StatusOK, res)
 	}
+}
+
+// TurnResult is the answer to a turn that did not stream: its chunks, the last of
+// which ends the turn (its finish reason, and for a failed turn its error), the
+// session's snapshot after the turn (a failed turn's, or a detached turn's pending
+// one) and the turn's finish reason.
+type TurnResult struct {
+	SessionID    string              `json:"sessionId"`
+	Chunks       []*session.AnyChunk `json:"chunks"`
+	SnapshotID   string              `json:"snapshotId,omitempty"`
+	FinishReason abi.FinishReason    `json:"finishReason,omitempty"`
 }
 
 func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request) {
@@ -433,12 +454,14 @@ func (s *Server) abortSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	snap, err := a.Abort(r.Context(), r.PathValue("snapshot"))
+	id := r.PathValue("snapshot")
+	prev, _, err := a.Abort(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, snap)
+	// As Genkit's abort: the status the snapshot had, none for an unknown one.
+	writeJSON(w, http.StatusOK, session.AbortResponse{SnapshotID: id, Status: prev})
 }
 
 // sseWriter writes server-sent events, flushing each.

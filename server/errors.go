@@ -80,7 +80,6 @@ var errorCodes = []struct {
 	{session.ErrServerManaged, http.StatusBadRequest, "server_managed"},
 	{session.ErrNoSnapshotStore, http.StatusConflict, "no_snapshot_store"},
 	{session.ErrNotResumable, http.StatusConflict, "not_resumable"},
-	{session.ErrNotPending, http.StatusConflict, "not_pending"},
 	{session.ErrConflict, http.StatusConflict, "conflict"},
 	{ErrSessionBusy, http.StatusConflict, "session_busy"},
 	{ErrSessionOpen, http.StatusConflict, "session_open"},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
+	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/session"
 	"github.com/terrarium-ai/terrarium/deploy"
 	"github.com/terrarium-ai/terrarium/tenant"
@@ -147,26 +148,57 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	c := &completion{id: "chatcmpl-" + rand.Text(), created: time.Now().Unix(), model: a.Name, session: l.id,
 		format: t.input.Output != nil, usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	var events *sseWriter
+	// The stream opens with the first text, so that a turn failing before it answers
+	// with an error status.
+	open := func() error {
+		if events != nil || !req.Stream {
+			return nil
+		}
+		events = newSSE(w)
+		return events.send("", c.chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	}
 	first := true
-	err = s.sessions.turn(l, done, t.input, func(ch *session.AnyChunk) error {
+	var end *session.AnyChunk
+	_, err = s.sessions.turn(l, done, t.input, func(ch *session.AnyChunk) error {
 		if first {
 			first = false
-			if ch.Error != nil {
+			if ch.Error != nil && !ch.EndTurn {
 				return ch.Error
 			}
-			if req.Stream {
-				events = newSSE(w)
-				if err := events.send("", c.chunk(map[string]any{"role": "assistant", "content": ""}, nil)); err != nil {
-					return err
-				}
-			}
+		}
+		if ch.EndTurn {
+			end = ch
 		}
 		text := c.add(ch)
-		if events == nil || text == "" || c.format {
+		if text == "" || c.format {
+			return nil
+		}
+		if err := open(); err != nil {
+			return err
+		}
+		if events == nil {
 			return nil
 		}
 		return events.send("", c.chunk(map[string]any{"content": text}, nil))
 	})
+	switch {
+	case err == nil && end != nil && end.FinishReason == session.FinishFailed:
+		// The turn failed (its model, a tool, a handler): a server error, as OpenAI
+		// answers one, with the turn's code; the session goes on.
+		status, body := failedTurn(end.Error)
+		if events == nil {
+			writeJSON(w, status, body)
+		} else {
+			events.send("", body)
+		}
+		return
+	case err == nil && end != nil && end.FinishReason == session.FinishAborted:
+		err = fmt.Errorf("%w: session %s", ErrCancelled, l.id)
+	case err == nil:
+		if err = open(); err != nil {
+			return
+		}
+	}
 	switch {
 	case events != nil && err != nil:
 		_, body := openAIErrorBody(err)
@@ -179,6 +211,18 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, c.response())
 	}
+}
+
+// failedTurn is the status and OpenAI's error object for a failed turn: a server error
+// (type server_error, which OpenAI's clients report as an internal server error), with
+// the turn's code and message; an answer off the requested response_format is the
+// model's fault, a bad gateway (invalid_output), as the API answers it elsewhere.
+func failedTurn(e *session.TurnError) (int, map[string]any) {
+	status, code := http.StatusInternalServerError, string(e.Code)
+	if errors.Is(e, agent.ErrInvalidOutput) {
+		status, code = http.StatusBadGateway, "invalid_output"
+	}
+	return status, map[string]any{"error": map[string]any{"message": e.Message, "type": "server_error", "code": code, "param": nil}}
 }
 
 // checkClientTools refuses the request's tools before a session opens when the agent

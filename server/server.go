@@ -226,6 +226,9 @@ func New(d *deploy.Deployment, opts ...Option) (*Server, error) {
 	s.drainCtx, s.drained = context.WithCancel(base)
 	s.sessions = newSessions(base, s.metrics, s.log)
 	for _, t := range s.tenants {
+		for _, a := range t.Deployment.Agents() {
+			s.sessions.tenants[a] = t.ID
+		}
 		if t.Limiter == nil {
 			continue
 		}

@@ -93,8 +93,12 @@ func TestFlowKeepsTheStateInSnapshotsAndResumesMidRoute(t *testing.T) {
 		t.Errorf("the resumed turn lost the data:\n%s", sys)
 	}
 	out, err := func() (*session.SessionFlowOutput[routes.State], error) { conn.Close(); return conn.Output() }()
-	if err != nil || out.State.Custom.DataFor("flight")["destination"] != "Oslo" {
-		t.Errorf("output %+v, %v", out, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The store keeps the session: the output names the snapshot that holds it.
+	if last, err := snaps.GetSnapshot(t.Context(), out.SnapshotID); err != nil || last.State.Custom.DataFor("flight")["destination"] != "Oslo" {
+		t.Errorf("output %+v, its snapshot %+v, %v", out, last, err)
 	}
 }
 

@@ -148,11 +148,17 @@ func DefineAgent[Stream, State any](r *agent.Registry, name string, opts ...Agen
 		a.system = abi.NewSystemTextMessage(settings.System)
 	}
 	settings.System, settings.Messages = "", nil
+	if settings.ToolErrors == "" && (cfg.base == nil || cfg.base.settings().ToolErrors == "") {
+		// An agent's model is told of a failing tool, to correct itself, unless the
+		// agent or its prompt says otherwise: a turn is a conversation's, not one call's.
+		settings.ToolErrors = agent.ToolErrorsToModel
+	}
 	a.settings = settings
 	if err := a.checkPrompt(); err != nil {
 		panic(fmt.Sprintf("session: agent %q: %v", name, err))
 	}
 	f := newSessionFlow(name, a.run, cfg.flow)
+	f.setup = a.setup
 	f.register(r)
 	return f
 }
@@ -214,17 +220,27 @@ func probe(s map[string]any) any {
 	return nil
 }
 
-func (a *agentLoop[Stream, State]) run(ctx context.Context, inCh <-chan *SessionFlowInput, resp *Responder[Stream], params *SessionFlowParams[Stream, State]) error {
-	sess := params.Session
-	fresh := sess.SnapshotID() == "" && params.Init.State == nil
+// setup gives a new session the agent's initial context, and any session without a
+// prompt input the default one.
+func (a *agentLoop[Stream, State]) setup(sess *Session[State], init *SessionFlowInit[State]) {
+	fresh := sess.SnapshotID() == "" && init.State == nil
 	if fresh && len(a.initial) > 0 {
 		sess.AddMessages(a.initial...)
 	}
 	if a.base != nil && sess.PromptInput() == nil && a.base.defaultInput != nil {
 		sess.SetPromptInput(a.base.defaultInput)
 	}
+}
+
+func (a *agentLoop[Stream, State]) run(ctx context.Context, inCh <-chan *SessionFlowInput, resp *Responder[Stream], params *SessionFlowParams[Stream, State]) error {
+	sess := params.Session
 	for input := range inCh {
 		halt, err := a.turn(ctx, resp, sess, input)
+		if err != nil && ctx.Err() == nil {
+			// The model, a tool, a handler or the prompt failed (or the turn's
+			// snapshot could not be saved): the turn fails, the session goes on.
+			err = resp.FailTurn(err)
+		}
 		if err != nil {
 			return err
 		}
@@ -235,8 +251,15 @@ func (a *agentLoop[Stream, State]) run(ctx context.Context, inCh <-chan *Session
 	return nil
 }
 
-// turn runs one turn and reports whether a handler halted the session.
+// turn runs one turn and reports whether a handler halted the session. A panic in the
+// turn (the flow's own code: a tool's, a model's or a handler's is their call's error
+// already) is its error.
 func (a *agentLoop[Stream, State]) turn(ctx context.Context, resp *Responder[Stream], sess *Session[State], input *SessionFlowInput) (halt bool, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			halt, err = false, fmt.Errorf("session: agent turn: %w", agent.Recovered(ctx, v, "session", sess.ID()))
+		}
+	}()
 	clientTools, err := a.clientTools(input.Tools)
 	if err == nil {
 		err = checkOutput(input.Output)
@@ -333,8 +356,8 @@ func (a *agentLoop[Stream, State]) turn(ctx context.Context, resp *Responder[Str
 	sess.SetMessages(kept)
 	if res.FinishReason == abi.FinishInterrupted {
 		// Stream the pending requests with their interrupt metadata, so the client
-		// can answer them.
-		if err := resp.SendChunk(&abi.GenerateResponseChunk{Role: abi.RoleModel, Content: PendingToolRequests(kept)}); err != nil {
+		// can answer them: a chunk of role tool, as Genkit's agents stream them.
+		if err := resp.SendChunk(&abi.GenerateResponseChunk{Role: abi.RoleTool, Content: PendingToolRequests(kept)}); err != nil {
 			return false, err
 		}
 	}

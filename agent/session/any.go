@@ -95,7 +95,8 @@ func (a *anyConnection[Stream, State]) Output() (*AnyOutput, error) {
 	if err != nil || out == nil {
 		return nil, err
 	}
-	res := &AnyOutput{SessionID: out.SessionID, SnapshotIDs: out.SnapshotIDs, FinishReason: out.FinishReason}
+	res := &AnyOutput{SessionID: out.SessionID, SnapshotID: out.SnapshotID, SnapshotIDs: out.SnapshotIDs, Message: out.Message,
+		Artifacts: out.Artifacts, FinishReason: out.FinishReason, Error: out.Error}
 	if out.State != nil {
 		if res.State, err = anyState(out.State); err != nil {
 			return nil, err
@@ -174,9 +175,11 @@ func (f *SessionFlow[Stream, State]) RunJSON(ctx context.Context, input json.Raw
 // RunInitJSON runs one connection from JSON: it opens it with init (a SessionFlowInit),
 // sends input (a SessionFlowInput; empty or null sends nothing), streams every chunk to
 // cb, closes the connection and returns its SessionFlowOutput. A refused input is
-// returned as the error, after its turn's chunks. With a cb, the turn's stream is
-// Genkit's, custom-state patches included (SessionFlowInput.CustomPatches); without
-// one, nobody reads them and none are computed.
+// returned as the error, after its turn's chunks; a failed turn is an outcome, as
+// Genkit's agents resolve one: the output's finish reason is "failed" and its error
+// says why. With a cb, the turn's stream is Genkit's, custom-state patches included
+// (SessionFlowInput.CustomPatches); without one, nobody reads them and none are
+// computed.
 func (f *SessionFlow[Stream, State]) RunInitJSON(ctx context.Context, init, input json.RawMessage, cb agent.ChunkCallback) (json.RawMessage, error) {
 	in, err := decodeStrict[SessionFlowInput](input)
 	if err != nil {
@@ -198,7 +201,7 @@ func (f *SessionFlow[Stream, State]) RunInitJSON(ctx context.Context, init, inpu
 					return err
 				}
 			}
-			if err != nil {
+			if err != nil && (c == nil || !c.EndTurn || c.FinishReason != FinishFailed) {
 				return err
 			}
 		}

@@ -52,8 +52,22 @@ func TestConnectAnyStreamsStatusAndStateAsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.SessionID != "s1" || string(out.State.Custom) != `{"topics":["hello"]}` {
-		t.Errorf("output: session %q, custom %s", out.SessionID, out.State.Custom)
+	// A server-managed session's output names its snapshot and carries no state.
+	if out.SessionID != "s1" || out.SnapshotID != snapshot || out.State != nil || out.Message.Text() != "echo: hello" {
+		t.Errorf("output: %s", jsonOf(out))
+	}
+	// A client-managed one's carries the state, its custom state as JSON.
+	client := chatFlow(agent.NewRegistry(), echoModel())
+	conn, err = client.ConnectAny(t.Context(), json.RawMessage(`{"state":{"sessionId":"c1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Send(&session.SessionFlowInput{Messages: say("hello").Messages})
+	for range conn.Receive() {
+	}
+	conn.Close()
+	if out, err = conn.Output(); err != nil || out.SessionID != "c1" || out.SnapshotID != "" || string(out.State.Custom) != `{"topics":["hello"]}` {
+		t.Errorf("client-managed output: %s, %v", jsonOf(out), err)
 	}
 }
 

@@ -195,6 +195,16 @@ func (o *outbox[Stream]) isReleased() bool {
 	}
 }
 
+// gone returns why the client is gone when its connection's context is done, unless
+// the stream was released (a detached turn goes on without its client); nil while the
+// client is there.
+func (o *outbox[Stream]) gone() error {
+	if o.ctx.Err() == nil || o.isReleased() {
+		return nil
+	}
+	return context.Cause(o.ctx)
+}
+
 // send delivers one value, or fails once the connection's context is done.
 func (o *outbox[Stream]) send(v Stream) error {
 	return deliver(o.ctx, o.released, o.ch, v)

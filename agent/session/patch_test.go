@@ -277,10 +277,11 @@ func countedBody(chunks, changes int, gate <-chan struct{}) session.SessionFlowF
 	}
 }
 
-// TestCustomPatchesOnlyWhenAsked counts the custom state's encodings: none in a turn
-// that does not ask for patches, a client-managed flow's included; one per chunk that
-// follows a change (not one per change) in a turn that asks; none in a detached turn,
-// even one that asks.
+// TestCustomPatchesOnlyWhenAsked counts the custom state's encodings besides the one
+// copy a turn that changes the state keeps of it as the turn found it (what a failed
+// turn goes back to): none in a turn that does not ask for patches, a client-managed
+// flow's included; one per chunk that follows a change (not one per change) in a turn
+// that asks; none in a detached turn, even one that asks.
 func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
 	// No span records the state either: a provider another test installed may still be
 	// the global one's delegate.
@@ -306,13 +307,14 @@ func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
 	}
 	flow := session.DefineSessionFlow(agent.NewRegistry(), "counted", body) // client-managed
 	conn, _ := flow.StreamBidi(context.Background())
-	if n, p := count(t, conn, say("go")); n != 0 || p != 0 {
-		t.Errorf("a turn that did not ask: %d encodings, %d patches; want none", n, p)
+	const kept = 1 // the copy of the state the turn found
+	if n, p := count(t, conn, say("go")); n != kept || p != 0 {
+		t.Errorf("a turn that did not ask: %d encodings, %d patches; want only the kept copy", n, p)
 	}
 	ask := say("go")
 	ask.CustomPatches = true
-	if n, p := count(t, conn, ask); n != 4 || p != 4 {
-		t.Errorf("a turn that asked, 12 changes before 4 chunks: %d encodings, %d patches; want 4 and 4", n, p)
+	if n, p := count(t, conn, ask); n != kept+4 || p != 4 {
+		t.Errorf("a turn that asked, 12 changes before 4 chunks: %d encodings, %d patches; want the kept copy, 4 and 4", n, p)
 	}
 	conn.Close()
 	conn.Output()
@@ -330,7 +332,6 @@ func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
 		count(t, conn, first)
 		start, startSaves := encodings.Load(), store.encodings()
 		conn.Detach(&session.SessionFlowInput{Messages: say("go").Messages, CustomPatches: ask})
-		var pending string
 		for c, err := range conn.Receive() {
 			if err != nil {
 				t.Fatal(err)
@@ -338,15 +339,16 @@ func TestCustomPatchesOnlyWhenAsked(t *testing.T) {
 			if c.CustomPatch != nil {
 				t.Errorf("a detached turn streamed the patch %s", c.CustomPatch)
 			}
-			if c.SnapshotCreated != "" {
-				pending = c.SnapshotCreated
-			}
 		}
-		close(gate)
-		if _, err := flow.Wait(context.Background(), pending); err != nil {
+		out, err := conn.Output()
+		if err != nil {
 			t.Fatal(err)
 		}
-		return encodings.Load() - start - (store.encodings() - startSaves)
+		close(gate)
+		if _, err := flow.Wait(context.Background(), out.SnapshotID); err != nil {
+			t.Fatal(err)
+		}
+		return encodings.Load() - start - (store.encodings() - startSaves) - kept
 	}
 	for _, c := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 		if n := detached(c[0], c[1]); n != 0 {
@@ -381,6 +383,12 @@ func counted[T any](s *savesCounted, call func() (T, error)) (T, error) {
 // SaveSnapshot saves, counting.
 func (s *savesCounted) SaveSnapshot(ctx context.Context, snap *session.SessionSnapshot[Counted]) error {
 	_, err := counted(s, func() (struct{}, error) { return struct{}{}, s.SnapshotStore.SaveSnapshot(ctx, snap) })
+	return err
+}
+
+// SettleSnapshot settles a pending snapshot, counting.
+func (s *savesCounted) SettleSnapshot(ctx context.Context, snap *session.SessionSnapshot[Counted]) error {
+	_, err := counted(s, func() (struct{}, error) { return struct{}{}, s.SnapshotStore.SettleSnapshot(ctx, snap) })
 	return err
 }
 
@@ -440,7 +448,6 @@ func TestDetachedTurnStreamsNoCustomPatch(t *testing.T) {
 		}
 	}
 	conn.Detach(&session.SessionFlowInput{Messages: say("two").Messages, CustomPatches: true})
-	var pending string
 	for c, err := range conn.Receive() {
 		if err != nil {
 			t.Fatal(err)
@@ -448,11 +455,12 @@ func TestDetachedTurnStreamsNoCustomPatch(t *testing.T) {
 		if c.CustomPatch != nil {
 			t.Errorf("a detached turn streamed a patch: %s", c.CustomPatch)
 		}
-		if c.SnapshotCreated != "" {
-			pending = c.SnapshotCreated
-		}
 	}
-	settled, err := flow.Wait(context.Background(), pending)
+	out, err := conn.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled, err := flow.Wait(context.Background(), out.SnapshotID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -486,6 +486,73 @@ func TestGenkitListsAndRunsActions(t *testing.T) {
 	}
 }
 
+// TestClientsSeeFailedTurns: clients nobody here wrote see a failed turn as their
+// protocol says, and go on with the session: the openai package gets an APIError of
+// status 500 and type server_error (an InternalServerError), with the turn's code;
+// Genkit's CLI gets a resolved output of finish reason failed with Genkit's error
+// shape, and its aborts of a settled or unknown snapshot answer a status or none.
+func TestClientsSeeFailedTurns(t *testing.T) {
+	dir := clients(t)
+	deployment := t.TempDir()
+	misbehave, _ := filepath.Abs("../../host/testdata/misbehave")
+	src := "name: fragile\nmodel: {name: misbehave/failer}\nsnapshots: {store: memory}\nplugins:\n  - path: " + misbehave + "\n"
+	if err := os.WriteFile(filepath.Join(deployment, "fragile.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	project := t.TempDir()
+	s := startServe(t, "-data", t.TempDir(), "-dev", "-reflection-addr", "127.0.0.1:0", "-genkit-dir", project, deployment)
+
+	var openai struct {
+		Failure *struct {
+			Status     int
+			Type, Code string
+			Message    string
+			Internal   bool
+			Session    string
+		}
+		Text string
+	}
+	node(t, dir, "openai-failed.mjs", &openai, s.url, "fragile", "model error", "hello")
+	if f := openai.Failure; f == nil || f.Status != 500 || f.Type != "server_error" || f.Code != "unavailable" || !f.Internal || f.Session == "" || openai.Text != "ok: hello" {
+		t.Errorf("the openai package: %+v, then %q", f, openai.Text)
+	}
+
+	var genkit struct {
+		Failed struct {
+			SessionID, SnapshotID, FinishReason string
+			State                               any
+			Error                               struct{ Status, Message, Code, Model string }
+		}
+		Next struct {
+			FinishReason string
+			Message      struct{ Content []struct{ Text string } }
+		}
+		Snapshot struct {
+			SnapshotID, Status string
+			Error              struct{ Code string }
+		}
+		AbortSettled, AbortUnknown struct{ SnapshotID, Status string }
+	}
+	node(t, dir, "genkit-outcomes.mjs", &genkit, project, "fragile", "model error", "hello")
+	f := genkit.Failed
+	if f.FinishReason != "failed" || f.Error.Status != "UNAVAILABLE" || f.Error.Code != "unavailable" || f.Error.Model != "misbehave/failer" ||
+		!strings.Contains(f.Error.Message, "the provider is down") || f.SnapshotID == "" || f.State != nil {
+		t.Errorf("Genkit's CLI saw the failed turn as %+v", f)
+	}
+	if n := genkit.Next; n.FinishReason != "stop" || len(n.Message.Content) == 0 || n.Message.Content[0].Text != "ok: hello" {
+		t.Errorf("the turn after: %+v", n)
+	}
+	if sn := genkit.Snapshot; sn.SnapshotID != f.SnapshotID || sn.Status != "failed" || sn.Error.Code != "unavailable" {
+		t.Errorf("the failed snapshot: %+v", sn)
+	}
+	if a := genkit.AbortSettled; a.SnapshotID != f.SnapshotID || a.Status != "failed" {
+		t.Errorf("abort of the failed snapshot: %+v", a)
+	}
+	if a := genkit.AbortUnknown; a.SnapshotID != "no-such-snapshot" || a.Status != "" {
+		t.Errorf("abort of an unknown snapshot: %+v", a)
+	}
+}
+
 // TestWebSocketClientInAnotherProcess holds a multi-turn session over a WebSocket from
 // Node.js.
 func TestWebSocketClientInAnotherProcess(t *testing.T) {
