@@ -338,3 +338,115 @@ func TestSchemaValidatorRejects(t *testing.T) {
 		}
 	}
 }
+
+// Add adds every count: a field it forgot would stay at one.
+func TestGenerationUsageAdd(t *testing.T) {
+	var one abi.GenerationUsage
+	v := reflect.ValueOf(&one).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Int {
+			f.SetInt(1)
+		}
+	}
+	one.Custom = map[string]float64{"x": 1}
+	sum := one
+	sum.Custom = nil
+	sum.Add(&one)
+	sum.Add(nil)
+	s := reflect.ValueOf(sum)
+	for i := range s.NumField() {
+		if f := s.Field(i); f.Kind() == reflect.Int && f.Int() != 2 {
+			t.Errorf("%s = %d after adding 1 to 1", s.Type().Field(i).Name, f.Int())
+		}
+	}
+	if sum.Custom["x"] != 1 || one.Custom["x"] != 1 {
+		t.Errorf("custom counts: %v (the added usage's: %v)", sum.Custom, one.Custom)
+	}
+}
+
+// TestWithoutInjected: injected parts are dropped from copies of their messages; a
+// history holding none is returned as it is, without allocating, so a request's cost
+// does not grow with the history.
+func TestWithoutInjected(t *testing.T) {
+	var history []*abi.Message
+	for range 500 {
+		history = append(history, abi.NewUserTextMessage("q"), abi.NewModelTextMessage("a"))
+	}
+	if n := testing.AllocsPerRun(20, func() { abi.WithoutInjected(history) }); n != 0 {
+		t.Errorf("a history without injected parts cost %v allocations, want 0", n)
+	}
+	if got := abi.WithoutInjected(history); &got[0] != &history[0] {
+		t.Error("a history without injected parts was copied")
+	}
+	injected := abi.NewTextPart("format instructions")
+	injected.Metadata = map[string]any{"purpose": abi.PurposeOutput}
+	withPart := abi.NewUserMessage(abi.NewTextPart("q"), injected)
+	// Only user messages hold injected parts: a model's part keeps whatever metadata.
+	modelPart := abi.NewTextPart("the model's")
+	modelPart.Metadata = map[string]any{"purpose": abi.PurposeOutput}
+	model := abi.NewModelMessage(modelPart)
+	if got := abi.WithoutInjected([]*abi.Message{model}); got[0] != model {
+		t.Error("a model message lost a part")
+	}
+	msgs := []*abi.Message{history[0], withPart}
+	got := abi.WithoutInjected(msgs)
+	if got[0] != history[0] || len(got[1].Content) != 1 || got[1].Content[0].Text != "q" || len(withPart.Content) != 2 || msgs[1] != withPart {
+		t.Errorf("without injected: %+v; the original changed: %v", got[1].Content, len(withPart.Content) != 2 || msgs[1] != withPart)
+	}
+}
+
+// TestMessageEncoding: messages and text parts, written out by hand for speed, encode
+// exactly as encoding/json encodes their fields: HTML and line separators escaped, an
+// empty content as [], metadata only when set.
+func TestMessageEncoding(t *testing.T) {
+	tagged := abi.NewTextPart("x")
+	tagged.Metadata = map[string]any{"purpose": "output"}
+	withMeta := abi.NewModelTextMessage("x")
+	withMeta.Metadata = map[string]any{"k": 1}
+	for _, c := range []struct {
+		v    any
+		want string
+	}{
+		{abi.NewTextPart("a<b>&\"é\u2028"), `{"text":"a\u003cb\u003e\u0026\"é\u2028"}`},
+		{tagged, `{"text":"x","metadata":{"purpose":"output"}}`},
+		{&abi.Message{Role: abi.RoleUser}, `{"role":"user","content":[]}`},
+		{&abi.Message{Role: `a"b<`}, `{"role":"a\"b\u003c","content":[]}`},
+		{&abi.Message{Role: abi.RoleUser, Content: []*abi.Part{nil}}, `{"role":"user","content":[null]}`},
+		{withMeta, `{"role":"model","content":[{"text":"x"}],"metadata":{"k":1}}`},
+		{&abi.Message{Role: abi.RoleTool, Content: []*abi.Part{abi.NewTextPart("a"), tagged}, Metadata: map[string]any{}},
+			`{"role":"tool","content":[{"text":"a"},{"text":"x","metadata":{"purpose":"output"}}]}`},
+	} {
+		got, err := json.Marshal(c.v)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%+v encodes as %s (%v), want %s", c.v, got, err, c.want)
+		}
+	}
+	// Every kind of part, with metadata and without.
+	md := map[string]any{"k": "<v>"}
+	parts := []*abi.Part{
+		abi.NewTextPart(""), abi.NewReasoningPart("why"), abi.NewMediaPart("image/png", "data:x"),
+		abi.NewToolRequestPart(&abi.ToolRequest{Name: "add", Ref: "1", Input: map[string]any{"b": 2.0, "a": 1.0}}),
+		abi.NewToolResponsePart(&abi.ToolResponse{Name: "add", Ref: "1", Output: 3}),
+		abi.NewCustomPart(nil), abi.NewCustomPart(map[string]any{"x": true}), abi.NewDataPart([]any{1, "two"}), abi.NewResourcePart("file:///a"),
+	}
+	wants := []string{
+		`{"text":""}`, `{"reasoning":"why"}`, `{"media":{"url":"data:x","contentType":"image/png"}}`,
+		`{"toolRequest":{"ref":"1","name":"add","input":{"a":1,"b":2}}}`,
+		`{"toolResponse":{"ref":"1","name":"add","output":3}}`,
+		`{"custom":{}}`, `{"custom":{"x":true}}`, `{"data":[1,"two"]}`, `{"resource":{"uri":"file:///a"}}`,
+	}
+	for i, p := range parts {
+		got, err := json.Marshal(p)
+		if err != nil || string(got) != wants[i] {
+			t.Errorf("part %d encodes as %s (%v), want %s", i, got, err, wants[i])
+		}
+		p.Metadata = md
+		want := wants[i][:len(wants[i])-1] + `,"metadata":{"k":"\u003cv\u003e"}}`
+		if got, err := json.Marshal(p); err != nil || string(got) != want {
+			t.Errorf("part %d with metadata encodes as %s (%v), want %s", i, got, err, want)
+		}
+	}
+	if _, err := json.Marshal(abi.NewUserMessage(&abi.Part{Kind: abi.PartMedia})); err == nil {
+		t.Error("a message holding a media part without media encoded")
+	}
+}

@@ -48,3 +48,17 @@ func FuzzExtractJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAppendJSONString holds the hand-written string encoding to encoding/json's, byte
+// for byte, whatever the string: escapes, HTML characters, invalid UTF-8, U+2028.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain text", `quote " and \ back`, "a<b", "a>b", "a&b", "tab\tnew\nline\x00", "é ü 日本", "\u2028\u2029", "\xff\xfe bad", "\x7f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := abi.AppendJSONString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Fatalf("AppendJSONString(%q) = %s, want x%s", s, got, want)
+		}
+	})
+}

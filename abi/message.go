@@ -151,12 +151,78 @@ func concatText(parts []*Part, kind PartKind) string {
 
 // MarshalJSON encodes m with "content" always present, as Genkit's schema requires.
 func (m Message) MarshalJSON() ([]byte, error) {
-	type plain Message
-	c := plain(m)
-	if c.Content == nil {
-		c.Content = []*Part{}
+	return m.AppendJSON(make([]byte, 0, 64))
+}
+
+// AppendJSON appends m's encoding, MarshalJSON's, to b: for an encoding that holds
+// messages, written without encoding/json re-reading each message's bytes.
+func (m *Message) AppendJSON(b []byte) ([]byte, error) {
+	// Written out rather than through a copy encoding/json reflects over: messages are
+	// what snapshots, streams and traces encode most, and each level of MarshalJSON
+	// encoding/json goes through costs a full encoding of what is below it.
+	b = append(b, `{"role":`...)
+	if m.Role.Valid() { // a word: nothing to escape
+		b = append(b, '"')
+		b = append(b, m.Role...)
+		b = append(b, '"')
+	} else {
+		b = AppendJSONString(b, string(m.Role))
 	}
-	return json.Marshal(c)
+	b = append(b, `,"content":[`...)
+	for i, p := range m.Content {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if p == nil {
+			b = append(b, "null"...)
+			continue
+		}
+		var err error
+		if b, err = p.AppendJSON(b); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, ']')
+	return closeWithMetadata(b, m.Metadata)
+}
+
+// AppendJSONString appends s as a JSON string, escaped as encoding/json escapes it
+// (HTML characters included): for the encoders that write Genkit's documents by hand,
+// without encoding/json's reflection.
+func AppendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			// Escapes, or UTF-8 that may need them (U+2028, invalid bytes): the
+			// encoder's own rules, rather than a copy of them.
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendJSON appends v as encoding/json encodes it.
+func appendJSON(b []byte, v any) ([]byte, error) {
+	q, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, q...), nil
+}
+
+// closeWithMetadata ends an object being written, with its "metadata" member when md
+// holds any (as omitempty encodes it).
+func closeWithMetadata(b []byte, md map[string]any) ([]byte, error) {
+	if len(md) > 0 {
+		b = append(b, `,"metadata":`...)
+		var err error
+		if b, err = appendJSON(b, md); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
 }
 
 // UnmarshalJSON decodes a message and rejects an unknown role.

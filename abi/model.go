@@ -173,33 +173,31 @@ const (
 // Injected reports whether p is a part a generate call injected (PurposeOutput or
 // PurposeContext).
 func Injected(p *Part) bool {
-	if p == nil {
+	if p == nil || p.Metadata == nil { // most parts: checked without a map lookup, for long histories
 		return false
 	}
 	purpose, _ := p.Metadata["purpose"].(string)
 	return purpose == PurposeOutput || purpose == PurposeContext
 }
 
-// WithoutInjected returns msgs without injected parts. Messages holding none (and nil
-// ones) are kept as they are; the others are copied, so msgs is never changed.
+// WithoutInjected returns msgs without injected parts, which a generate call adds to
+// user messages only (the parts of other messages are theirs, whatever their
+// metadata). Messages holding none (and nil ones) are kept as they are; the others are
+// copied, so msgs is never changed.
 func WithoutInjected(msgs []*Message) []*Message {
 	out := msgs
 	copied := false
 	for i, m := range msgs {
-		if m == nil {
+		// Looked for first: a request carries the whole history, whose messages seldom
+		// hold any, and a copy of each would grow every call's cost with the history.
+		if m == nil || m.Role != RoleUser || !hasInjected(m.Content) {
 			continue
 		}
-		keep := m.Content[:0:0]
-		dropped := false
+		keep := make([]*Part, 0, len(m.Content)-1)
 		for _, p := range m.Content {
-			if Injected(p) {
-				dropped = true
-				continue
+			if !Injected(p) {
+				keep = append(keep, p)
 			}
-			keep = append(keep, p)
-		}
-		if !dropped {
-			continue
 		}
 		if !copied {
 			out = append([]*Message(nil), msgs...)
@@ -210,6 +208,17 @@ func WithoutInjected(msgs []*Message) []*Message {
 		out[i] = &c
 	}
 	return out
+}
+
+// hasInjected reports whether parts holds an injected part: a loop Injected is inlined
+// into, as it is run over whole histories.
+func hasInjected(parts []*Part) bool {
+	for _, p := range parts {
+		if Injected(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrNoJSON is returned by Output when a response's text holds no JSON value.
@@ -240,6 +249,32 @@ type GenerationUsage struct {
 	ThoughtsTokens      int                `json:"thoughtsTokens,omitempty"`
 	CachedContentTokens int                `json:"cachedContentTokens,omitempty"`
 	Custom              map[string]float64 `json:"custom,omitempty"`
+}
+
+// Add adds o's counts to u's, as the usage of several generations adds up.
+func (u *GenerationUsage) Add(o *GenerationUsage) {
+	if o == nil {
+		return
+	}
+	u.InputTokens += o.InputTokens
+	u.OutputTokens += o.OutputTokens
+	u.TotalTokens += o.TotalTokens
+	u.InputCharacters += o.InputCharacters
+	u.OutputCharacters += o.OutputCharacters
+	u.InputImages += o.InputImages
+	u.OutputImages += o.OutputImages
+	u.InputVideos += o.InputVideos
+	u.OutputVideos += o.OutputVideos
+	u.InputAudioFiles += o.InputAudioFiles
+	u.OutputAudioFiles += o.OutputAudioFiles
+	u.ThoughtsTokens += o.ThoughtsTokens
+	u.CachedContentTokens += o.CachedContentTokens
+	for k, v := range o.Custom {
+		if u.Custom == nil {
+			u.Custom = map[string]float64{}
+		}
+		u.Custom[k] += v
+	}
 }
 
 // GenerateResponseChunk is one piece of a streamed response.

@@ -186,58 +186,64 @@ func cloneMap(m map[string]any) map[string]any {
 // MarshalJSON encodes p in Genkit's format: an object with the key of its kind and,
 // when set, "metadata".
 func (p Part) MarshalJSON() ([]byte, error) {
-	var w struct {
-		Text         *string         `json:"text,omitempty"`
-		Media        *Media          `json:"media,omitempty"`
-		ToolRequest  *ToolRequest    `json:"toolRequest,omitempty"`
-		ToolResponse *ToolResponse   `json:"toolResponse,omitempty"`
-		Reasoning    *string         `json:"reasoning,omitempty"`
-		Custom       *map[string]any `json:"custom,omitempty"`
-		Data         *any            `json:"data,omitempty"`
-		Resource     *Resource       `json:"resource,omitempty"`
-		Metadata     map[string]any  `json:"metadata,omitempty"`
-	}
+	return p.AppendJSON(make([]byte, 0, 32))
+}
+
+// AppendJSON appends p's encoding, MarshalJSON's, to b.
+func (p *Part) AppendJSON(b []byte) ([]byte, error) {
+	// Written as its one key and value, each encoded alone: parts are what messages,
+	// and so snapshots, streams and traces, hold most.
+	var key string
+	var value any
 	switch p.Kind {
-	case PartText:
-		w.Text = &p.Text
-	case PartReasoning:
-		w.Reasoning = &p.Text
+	case PartText, PartReasoning:
+		b = append(b, `{"`...)
+		b = append(b, p.Kind...)
+		b = append(b, `":`...)
+		b = AppendJSONString(b, p.Text)
+		return closeWithMetadata(b, p.Metadata)
 	case PartMedia:
 		if p.Media == nil {
 			return nil, fmt.Errorf("abi: media part has no media")
 		}
-		w.Media = p.Media
+		key, value = "media", p.Media
 	case PartToolRequest:
 		if p.ToolRequest == nil {
 			return nil, fmt.Errorf("abi: tool request part has no tool request")
 		}
-		w.ToolRequest = p.ToolRequest
+		key, value = "toolRequest", p.ToolRequest
 	case PartToolResponse:
 		if p.ToolResponse == nil {
 			return nil, fmt.Errorf("abi: tool response part has no tool response")
 		}
-		w.ToolResponse = p.ToolResponse
+		key, value = "toolResponse", p.ToolResponse
 	case PartCustom:
 		custom := p.Custom
 		if custom == nil {
 			custom = map[string]any{}
 		}
-		w.Custom = &custom
+		key, value = "custom", custom
 	case PartData:
 		if p.Data == nil {
 			return nil, fmt.Errorf("abi: data part has no data")
 		}
-		w.Data = &p.Data
+		key, value = "data", p.Data
 	case PartResource:
 		if p.Resource == nil {
 			return nil, fmt.Errorf("abi: resource part has no resource")
 		}
-		w.Resource = p.Resource
+		key, value = "resource", p.Resource
 	default:
 		return nil, fmt.Errorf("abi: part has unknown kind %q", p.Kind)
 	}
-	w.Metadata = p.Metadata
-	return json.Marshal(w)
+	b = append(b, `{"`...)
+	b = append(b, key...)
+	b = append(b, `":`...)
+	b, err := appendJSON(b, value)
+	if err != nil {
+		return nil, err
+	}
+	return closeWithMetadata(b, p.Metadata)
 }
 
 // UnmarshalJSON decodes a part in Genkit's format. It fails when the object sets no

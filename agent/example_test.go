@@ -65,3 +65,38 @@ func ExampleDefineTool() {
 	// [a b]
 	// 5
 }
+
+// A client tool is the caller's to run: the model calling it interrupts the call with
+// the request, and the caller's answer resumes it.
+func ExampleNewClientTool() {
+	r := agent.NewRegistry()
+	testmodel.Define(r, "demo/scripted").
+		Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "location", Ref: "l1"})).
+		ReplyText("It is raining in Oslo.")
+	location, err := agent.NewClientTool(&abi.ToolDefinition{Name: "location", Description: "Where the user is."})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	opts := []agent.GenerateOption{agent.WithModelName("demo/scripted"), agent.WithTools(location)}
+	resp, err := agent.Generate(context.Background(), r, append(opts, agent.WithPrompt("How is the weather?"))...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	req := resp.Message.ToolRequests()[0]
+	fmt.Println(resp.FinishReason, req.Name)
+
+	// The caller runs the tool and answers.
+	resp, err = agent.Generate(context.Background(), r, append(opts,
+		agent.WithMessages(resp.History()...),
+		agent.WithToolResponses(abi.NewToolResponsePart(&abi.ToolResponse{Name: req.Name, Ref: req.Ref, Output: "Oslo"})))...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(resp.Text())
+	// Output:
+	// interrupted location
+	// It is raining in Oslo.
+}

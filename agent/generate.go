@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 
 	"github.com/terrarium-ai/terrarium/abi"
@@ -107,7 +108,7 @@ func generate(ctx context.Context, r *Registry, opts []GenerateOption, cb ModelS
 		return nil, err
 	}
 	c := &call{reg: r, model: cfg.Model, tools: map[string]Tool{}, middleware: cfg.Middleware,
-		returnToolErrors: cfg.ReturnToolErrors, cb: cb}
+		returnToolErrors: cfg.ToolErrors == ToolErrorsToModel, cb: cb}
 	if c.model == nil && cfg.ModelName != "" {
 		if c.model, err = r.LookupModel(cfg.ModelName); err != nil {
 			return nil, err
@@ -180,7 +181,9 @@ func (c *call) run(ctx context.Context, a *abi.GenerateActionOptions) (*abi.Gene
 	if err := checkConfig(model, a.Config); err != nil {
 		return nil, err
 	}
-	msgs := append([]*abi.Message(nil), a.Messages...)
+	// Clipped, not copied: the loop's appends then copy a.Messages when, and only
+	// when, there is a tool round, so a plain call does not copy the history.
+	msgs := slices.Clip(a.Messages)
 	index := 0 // index of the next message this call produces, for chunks
 	if a.Resume != nil {
 		done, err := c.resume(ctx, model, a.Resume, &msgs)
@@ -239,7 +242,17 @@ func (c *call) emit(ctx context.Context, index int, m *abi.Message) error {
 	return c.cb(ctx, &abi.GenerateResponseChunk{Role: m.Role, Index: index, Content: m.Content})
 }
 
-func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest, index int) (*abi.GenerateResponse, error) {
+// callModel calls the model once. Its failures, a panic of the model's included, name
+// the model (ActionError).
+func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest, index int) (resp *abi.GenerateResponse, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("agent: model %s: %w", m.Name(), Recovered(ctx, v, "model", m.Name()))
+		}
+		if err != nil {
+			resp, err = nil, &ActionError{Type: ActionTypeModel, Name: m.Name(), Err: err}
+		}
+	}()
 	var acc abi.Accumulator
 	var cb ModelStreamCallback
 	streamed := false
@@ -259,7 +272,11 @@ func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest,
 			return c.cb(ctx, &out)
 		}
 	}
-	resp, err := wrapModel(c.middleware, m, generateWith(m))(ctx, req, cb)
+	if len(c.middleware) == 0 {
+		resp, err = generateModel(ctx, m, req, cb) // no closure to build
+	} else {
+		resp, err = wrapModel(c.middleware, m, generateWith(m))(ctx, req, cb)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -282,6 +299,7 @@ func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest,
 	}
 	resp.Message = completePartials(resp.Message)
 	resp.Request = req
+	reportUsage(ctx, resp.Usage)
 	if c.cb != nil && !streamed {
 		// A model that does not stream still reaches a streaming caller: its whole
 		// message, as one chunk.
@@ -292,20 +310,26 @@ func (c *call) callModel(ctx context.Context, m Model, req *abi.GenerateRequest,
 	return resp, nil
 }
 
-// generateWith returns the function that calls m: the request adapted to what m
-// supports (refused, or simulated as Genkit does), within a model span.
+// generateWith returns generateModel for m, as the innermost function of model
+// middleware.
 func generateWith(m Model) ModelFunc {
 	return func(ctx context.Context, req *abi.GenerateRequest, cb ModelStreamCallback) (*abi.GenerateResponse, error) {
-		ctx, span := tracing.Start(ctx, m.Name(), tracing.Model, req)
-		adapted, err := adaptRequest(m, req)
-		if err != nil {
-			span.End(nil, err)
-			return nil, err
-		}
-		resp, err := m.Generate(ctx, adapted, cb)
-		span.End(resp, err)
-		return resp, err
+		return generateModel(ctx, m, req, cb)
 	}
+}
+
+// generateModel calls m: the request adapted to what m supports (refused, or simulated
+// as Genkit does), within a model span.
+func generateModel(ctx context.Context, m Model, req *abi.GenerateRequest, cb ModelStreamCallback) (*abi.GenerateResponse, error) {
+	ctx, span := tracing.Start(ctx, m.Name(), tracing.Model, req)
+	adapted, err := adaptRequest(m, req)
+	if err != nil {
+		span.End(nil, err)
+		return nil, err
+	}
+	resp, err := m.Generate(ctx, adapted, cb)
+	span.End(resp, err)
+	return resp, err
 }
 
 // completePartials merges partial tool requests left in a final message into whole ones.

@@ -551,3 +551,28 @@ func toJSONString(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestToolInputSchemaIsEachDefinitions: two tools of one name, with different input
+// schemas (a plugin before and after a reload, say), each check their own, though a
+// tool's compiled schema is kept from one call to the next.
+func TestToolInputSchemaIsEachDefinitions(t *testing.T) {
+	type num struct {
+		N int `json:"n"`
+	}
+	type text struct {
+		N string `json:"n"`
+	}
+	asNum := agent.NewTool("t", "takes a number", func(ctx context.Context, in num) (int, error) { return in.N, nil })
+	asText := agent.NewTool("t", "takes a text", func(ctx context.Context, in text) (string, error) { return in.N, nil })
+	for _, c := range []struct {
+		tool  agent.Tool
+		input any
+		ok    bool
+	}{{asNum, 1, true}, {asText, 1, false}, {asText, "one", true}, {asNum, "one", false}} {
+		m := testmodel.New("test/t").Reply(toolReq("t", "1", map[string]any{"n": c.input})).ReplyText("done")
+		_, err := agent.Generate(context.Background(), nil, agent.WithModel(m), agent.WithPrompt("x"), agent.WithTools(c.tool))
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, agent.ErrInvalidToolInput)) {
+			t.Errorf("%s with %v: %v", c.tool.Definition().Description, c.input, err)
+		}
+	}
+}

@@ -71,28 +71,42 @@ func HandlerDesc(name, description string, points []abi.HookPoint) ActionDesc {
 
 // RunHandlers runs, in order, the handlers that listen at in.Point, and returns the
 // first directive that is not continue (the remaining handlers do not run), or a
-// continue directive. A handler's error or invalid directive is returned naming it.
+// continue directive. A handler's error, panic or invalid directive is returned as an
+// *ActionError naming it.
 // DefineAgent calls it at each point; a SessionFlow written by hand may call it too.
 func RunHandlers(ctx context.Context, handlers []Handler, in *abi.HandlerInput) (*abi.Directive, error) {
 	for _, h := range handlers {
 		if !slices.Contains(h.Points(), in.Point) {
 			continue
 		}
-		hin := *in
-		hin.Handler = h.Name()
-		d, err := h.Handle(ctx, &hin)
+		d, err := handle(ctx, h, in)
 		if err != nil {
-			return nil, fmt.Errorf("agent: handler %q at %s: %w", h.Name(), in.Point, err)
+			return nil, &ActionError{Type: ActionTypeHandler, Name: h.Name(), Err: fmt.Errorf("agent: handler %q at %s: %w", h.Name(), in.Point, err)}
 		}
 		if d == nil {
 			continue
-		}
-		if err := d.Validate(); err != nil {
-			return nil, fmt.Errorf("agent: handler %q at %s: %w", h.Name(), in.Point, err)
 		}
 		if d.Action != abi.DirectiveContinue {
 			return d, nil
 		}
 	}
 	return &abi.Directive{Action: abi.DirectiveContinue}, nil
+}
+
+// handle runs one handler, its panic recovered, and checks its directive.
+func handle(ctx context.Context, h Handler, in *abi.HandlerInput) (d *abi.Directive, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			d, err = nil, Recovered(ctx, v, "handler", h.Name())
+		}
+	}()
+	hin := *in
+	hin.Handler = h.Name()
+	if d, err = h.Handle(ctx, &hin); err != nil || d == nil {
+		return nil, err
+	}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return d, nil
 }

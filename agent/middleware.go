@@ -14,7 +14,10 @@ type GenerateFunc = func(ctx context.Context, opts *abi.GenerateActionOptions) (
 type ToolFunc = func(ctx context.Context, input any) (any, error)
 
 // Middleware wraps the three layers of a generate call; a nil field leaves its layer
-// alone. Retries, fallbacks, logging and tracing live here.
+// alone. Retries, fallbacks, logging and tracing live here. The messages a middleware
+// is given (GenerateActionOptions.Messages, GenerateRequest.Messages) may be the
+// caller's, shared rather than copied: change them by setting a new slice, never by
+// writing into the one given.
 type Middleware struct {
 	// Generate wraps the whole call, once per call.
 	Generate func(next GenerateFunc) GenerateFunc

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/internal/schema"
@@ -73,9 +74,10 @@ type Settings struct {
 	// into (WithOutputType).
 	Output     *abi.GenerateActionOutputConfig
 	OutputType any
-	// ReturnToolErrors hands a failing tool's error to the model as the tool's response
-	// instead of ending the call.
-	ReturnToolErrors bool
+	// ToolErrors says what a failing tool does to the call (WithReturnToolErrors); empty
+	// leaves it to where the settings are used: Generate and prompts end the call,
+	// agents (session.DefineAgent) tell the model.
+	ToolErrors ToolErrorPolicy
 	// Middleware wraps the call, its model calls and its tool calls.
 	Middleware []Middleware
 	// System is the system instructions (a template, in a prompt).
@@ -160,7 +162,12 @@ func WithSettings(s *Settings) CommonOption {
 			c := *s.Output
 			dst.Output, dst.OutputType = &c, s.OutputType
 		}
-		dst.ReturnToolErrors = dst.ReturnToolErrors || s.ReturnToolErrors
+		if s.ToolErrors != "" {
+			if err := dst.claim("tool error handling", by); err != nil {
+				return err
+			}
+			dst.ToolErrors = s.ToolErrors
+		}
 		dst.Middleware = append(dst.Middleware, s.Middleware...)
 		if s.System != "" {
 			if err := dst.claim("system instructions", by); err != nil {
@@ -207,8 +214,8 @@ func WithDefaults(s *Settings) GenerateOption {
 			o := *s.Output
 			c.Output, c.OutputType = &o, s.OutputType
 		}
-		if unset("tool error handling") {
-			c.ReturnToolErrors = s.ReturnToolErrors
+		if s.ToolErrors != "" && unset("tool error handling") {
+			c.ToolErrors = s.ToolErrors
 		}
 		c.Middleware = append(c.Middleware, s.Middleware...)
 		if s.System != "" && unset("system instructions") {
@@ -437,16 +444,38 @@ func WithConstrained(on bool) CommonOption {
 	})
 }
 
-// WithReturnToolErrors, when on, hands a failing tool's error (or an input that does
-// not match its schema, or an unknown tool) to the model as the tool's response, marked
-// with metadata "error": true, so the model can recover, as most agent frameworks do.
-// Off, the default, the call ends with the error.
+// ToolErrorPolicy says what a tool that fails (its error, a plugin's fault or timeout,
+// an input from the model that breaks the tool's schema, an unknown tool) does to a
+// generate call. A tool that panics, or a call that was cancelled, ends the call
+// whatever the policy; an interrupt is no error.
+type ToolErrorPolicy string
+
+// The tool error policies.
+const (
+	// ToolErrorsFail ends the call with the tool's error: Generate's default, as
+	// Genkit's.
+	ToolErrorsFail ToolErrorPolicy = "fail"
+	// ToolErrorsToModel hands the error to the model as the tool's response,
+	// {"error": message, "code": code} with part metadata "error": true, so that it
+	// can correct itself; the call's turn limit (WithMaxTurns) bounds its retries.
+	// session.DefineAgent's default.
+	ToolErrorsToModel ToolErrorPolicy = "model"
+)
+
+// WithReturnToolErrors chooses the tool error policy: on, ToolErrorsToModel (a
+// failing tool's error, an input that does not match its schema, or an unknown tool
+// becomes the tool's response, marked with metadata "error": true, so the model can
+// recover, as most agent frameworks do); off, ToolErrorsFail (the call ends with the
+// error). Without it, Generate fails and an agent tells the model.
 func WithReturnToolErrors(on bool) CommonOption {
 	return commonFunc(func(s *Settings) error {
 		if err := s.claim("tool error handling", "WithReturnToolErrors"); err != nil {
 			return err
 		}
-		s.ReturnToolErrors = on
+		s.ToolErrors = ToolErrorsFail
+		if on {
+			s.ToolErrors = ToolErrorsToModel
+		}
 		return nil
 	})
 }
@@ -598,13 +627,19 @@ func WithActionOptions(a *abi.GenerateActionOptions) GenerateOption {
 // actionOptions returns the serializable form of the call: system and prompt folded
 // into the messages, tools named.
 func (c *generateConfig) actionOptions(model Model, tools []Tool) *abi.GenerateActionOptions {
-	msgs := make([]*abi.Message, 0, len(c.Messages)+2)
-	if c.System != "" {
-		msgs = append(msgs, abi.NewSystemTextMessage(c.System))
-	}
-	msgs = append(msgs, c.Messages...)
-	if _, ok := c.set["prompt"]; ok {
-		msgs = append(msgs, abi.NewUserTextMessage(c.prompt))
+	_, prompt := c.set["prompt"]
+	// The caller's messages are shared, clipped, when nothing is added to them: a call
+	// on a long conversation does not copy it.
+	msgs := slices.Clip(c.Messages)
+	if c.System != "" || prompt {
+		msgs = make([]*abi.Message, 0, len(c.Messages)+2)
+		if c.System != "" {
+			msgs = append(msgs, abi.NewSystemTextMessage(c.System))
+		}
+		msgs = append(msgs, c.Messages...)
+		if prompt {
+			msgs = append(msgs, abi.NewUserTextMessage(c.prompt))
+		}
 	}
 	names := make([]string, len(tools))
 	for i, t := range tools {

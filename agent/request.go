@@ -108,22 +108,24 @@ func adaptRequest(m Model, req *abi.GenerateRequest) (*abi.GenerateRequest, erro
 	if !s.ToolChoice && req.ToolChoice != "" && req.ToolChoice != abi.ToolChoiceAuto {
 		return nil, unsupported("does not support a tool choice, but %q was asked for", req.ToolChoice)
 	}
-	turns := 0
-	for _, msg := range req.Messages {
-		if msg.Role != abi.RoleSystem {
-			turns++
-		}
-		if s.Media {
-			continue
-		}
-		for _, p := range msg.Content {
-			if p.IsMedia() {
-				return nil, unsupported("does not support media, but a %s message holds a media part", msg.Role)
+	if !s.Multiturn || !s.Media { // else nothing to check: the history is not read
+		turns := 0
+		for _, msg := range req.Messages {
+			if msg.Role != abi.RoleSystem {
+				turns++
+			}
+			if s.Media {
+				continue
+			}
+			for _, p := range msg.Content {
+				if p.IsMedia() {
+					return nil, unsupported("does not support media, but a %s message holds a media part", msg.Role)
+				}
 			}
 		}
-	}
-	if !s.Multiturn && turns > 1 {
-		return nil, unsupported("takes one message, but the request holds %d", turns)
+		if !s.Multiturn && turns > 1 {
+			return nil, unsupported("takes one message, but the request holds %d", turns)
+		}
 	}
 	if s.SystemRole {
 		return req, nil

@@ -14,7 +14,8 @@ import (
 type Tool interface {
 	Action
 	Name() string
-	// Definition is what the model sees: name, description and schemas.
+	// Definition is what the model sees: name, description and schemas. It does not
+	// change once the tool is made: its input schema is compiled once, for it.
 	Definition() *abi.ToolDefinition
 	// Run runs the tool with a JSON-decoded input that already matches the input schema.
 	// A tool that needs outside input first returns an error made by Interrupt.

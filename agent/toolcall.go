@@ -5,15 +5,39 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"weak"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent/tracing"
 	"github.com/terrarium-ai/terrarium/internal/schema"
 )
+
+// validators holds the compiled input schema of each tool definition, by the
+// definition's identity: a definition does not change once made (a reloaded plugin
+// makes new ones), and schema.Compile's own cache, keyed by the schema's JSON, encodes
+// the schema at every call to find it. An entry goes when its definition does.
+var validators sync.Map // weak.Pointer[abi.ToolDefinition] -> *schema.Validator
+
+// inputValidator returns the compiled input schema of def.
+func inputValidator(def *abi.ToolDefinition) (*schema.Validator, error) {
+	key := weak.Make(def)
+	if v, ok := validators.Load(key); ok {
+		return v.(*schema.Validator), nil
+	}
+	v, err := schema.Compile(def.InputSchema)
+	if err != nil {
+		return nil, err
+	}
+	if _, loaded := validators.LoadOrStore(key, v); !loaded {
+		runtime.AddCleanup(def, func(k weak.Pointer[abi.ToolDefinition]) { validators.Delete(k) }, key)
+	}
+	return v, nil
+}
 
 // toolResult is the outcome of one tool request.
 type toolResult struct {
@@ -22,7 +46,7 @@ type toolResult struct {
 	interrupt *InterruptError
 	err       error
 	// failed marks an output that is a tool's error handed to the model
-	// (WithReturnToolErrors).
+	// (ToolErrorsToModel).
 	failed bool
 }
 
@@ -48,6 +72,17 @@ func toolCalls(m *abi.Message) map[int]toolCall {
 // fails with the first tool failure in key order, preferring a real failure to the
 // cancellations it caused in the other tools.
 func (c *call) runTools(ctx context.Context, model Model, calls map[int]toolCall) (map[int]*toolResult, error) {
+	if len(calls) == 1 {
+		// The common case, run where it is: a goroutine of its own would cost its start
+		// and the growth of its stack, more than a fast tool's call.
+		for i, tc := range calls {
+			if tc.resumed != nil {
+				ctx = context.WithValue(ctx, resumedKey{}, tc.resumed)
+			}
+			res := c.runTool(ctx, model, tc.req)
+			return map[int]*toolResult{i: res}, res.err
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(map[int]*toolResult, len(calls))
@@ -89,17 +124,25 @@ func interrupted(results map[int]*toolResult) bool {
 }
 
 // runTool runs one tool request: the tool found, its input checked against its schema,
-// the call made within a tool span. With WithReturnToolErrors a failure becomes the
-// tool's answer to the model, unless the call itself was cancelled.
+// the call made within a tool span, a panic recovered into its failure. Every failure
+// names the tool (ActionError). With the tool-errors-to-model policy a failure becomes
+// the tool's answer to the model, unless the call itself was cancelled or the tool
+// panicked: a bug fails the turn.
 func (c *call) runTool(ctx context.Context, model Model, req *abi.ToolRequest) *toolResult {
 	res := c.runToolOnce(ctx, model, req)
-	if res.err != nil && c.returnToolErrors && ctx.Err() == nil && !errors.Is(res.err, context.Canceled) {
-		return &toolResult{output: map[string]any{"error": res.err.Error()}, failed: true}
+	if res.err == nil {
+		return res
+	}
+	res.err = &ActionError{Type: ActionTypeTool, Name: req.Name, Err: res.err}
+	var pe *PanicError
+	if c.returnToolErrors && ctx.Err() == nil && !errors.Is(res.err, context.Canceled) && !errors.As(res.err, &pe) {
+		e := AsError(res.err)
+		return &toolResult{output: map[string]any{"error": e.Message, "code": e.Code}, failed: true}
 	}
 	return res
 }
 
-func (c *call) runToolOnce(ctx context.Context, model Model, req *abi.ToolRequest) *toolResult {
+func (c *call) runToolOnce(ctx context.Context, model Model, req *abi.ToolRequest) (res *toolResult) {
 	t, ok := c.tools[req.Name]
 	if !ok {
 		return &toolResult{err: fmt.Errorf("agent: %w %q: model %s asked for it but the call offers %s", ErrUnknownTool, req.Name, model.Name(), toolList(c.tools))}
@@ -109,7 +152,7 @@ func (c *call) runToolOnce(ctx context.Context, model Model, req *abi.ToolReques
 	if input == nil && def.InputSchema != nil && def.InputSchema["type"] == "object" {
 		input = map[string]any{} // models omit the arguments of a tool that takes none
 	}
-	v, err := schema.Compile(def.InputSchema)
+	v, err := inputValidator(def)
 	if err != nil {
 		return &toolResult{err: fmt.Errorf("agent: tool %q has an invalid input schema: %w", req.Name, err)}
 	}
@@ -117,6 +160,13 @@ func (c *call) runToolOnce(ctx context.Context, model Model, req *abi.ToolReques
 		return &toolResult{err: fmt.Errorf("agent: tool %q: %w: %v", req.Name, ErrInvalidToolInput, err)}
 	}
 	ctx, span := tracing.Start(ctx, t.Name(), tracing.Tool, input)
+	defer func() {
+		if v := recover(); v != nil {
+			err := fmt.Errorf("agent: tool %q: %w", req.Name, Recovered(ctx, v, "tool", req.Name))
+			span.End(nil, err)
+			res = &toolResult{err: err}
+		}
+	}()
 	out, err := wrapTool(c.middleware, t, t.Run)(ctx, input)
 	span.End(out, err)
 	var ie *InterruptError

@@ -30,6 +30,10 @@ type Agent struct {
 	Tools []string
 	// Routes are the IDs of a routed agent's routes; a prompt agent has none.
 	Routes []string
+	// ClientTools says whether it offers its model the tools a client brings to a
+	// turn (session.SessionFlowInput.Tools): a prompt agent does unless its file says
+	// clientTools: false; a routed agent never does.
+	ClientTools bool
 	// Plugins are the names of the plugins its file loads.
 	Plugins []string
 	// SnapshotStore is where its sessions are kept: badger, postgres, memory or none.
@@ -55,7 +59,7 @@ type snapshots interface {
 	get(ctx context.Context, snapshotID string) (*Snapshot, error)
 	list(ctx context.Context, sessionID string) ([]*Snapshot, error)
 	latest(ctx context.Context, sessionID string) (*Snapshot, error)
-	abort(ctx context.Context, snapshotID string) (*Snapshot, error)
+	abort(ctx context.Context, snapshotID string) (session.SnapshotStatus, bool, error)
 	wait(ctx context.Context, snapshotID string) (*Snapshot, error)
 	resolve(ctx context.Context, sessionID, id string) (string, error)
 }
@@ -86,8 +90,8 @@ func (s flowSnapshots[Stream, State]) latest(ctx context.Context, sessionID stri
 	return erase(s.flow.SnapshotStore().LatestSnapshot(ctx, sessionID))
 }
 
-func (s flowSnapshots[Stream, State]) abort(ctx context.Context, id string) (*Snapshot, error) {
-	return erase(s.flow.Abort(ctx, id))
+func (s flowSnapshots[Stream, State]) abort(ctx context.Context, id string) (session.SnapshotStatus, bool, error) {
+	return s.flow.Abort(ctx, id)
 }
 
 func (s flowSnapshots[Stream, State]) wait(ctx context.Context, id string) (*Snapshot, error) {
@@ -95,7 +99,11 @@ func (s flowSnapshots[Stream, State]) wait(ctx context.Context, id string) (*Sna
 }
 
 func (s flowSnapshots[Stream, State]) list(ctx context.Context, sessionID string) ([]*Snapshot, error) {
-	all, err := s.flow.SnapshotStore().ListSnapshots(ctx, sessionID)
+	return eraseAll(s.flow.SnapshotStore().ListSnapshots(ctx, sessionID))
+}
+
+// eraseAll returns snapshots with their custom state as JSON, or err.
+func eraseAll[State any](all []*session.SessionSnapshot[State], err error) ([]*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -192,18 +200,19 @@ func (a *Agent) ResolveSnapshotID(ctx context.Context, sessionID, id string) (st
 	return s.resolve(ctx, sessionID, id)
 }
 
-// Abort stops the detached turn of a pending snapshot and returns the snapshot that
-// settles it (see session.SessionFlow.Abort).
-func (a *Agent) Abort(ctx context.Context, snapshotID string) (*Snapshot, error) {
+// Abort stops the detached turn of a pending snapshot, and returns the status the
+// snapshot had (pending when it stopped a turn), or ok false for an unknown snapshot
+// (see session.SessionFlow.Abort).
+func (a *Agent) Abort(ctx context.Context, snapshotID string) (prev session.SnapshotStatus, ok bool, err error) {
 	s, err := a.kept()
 	if err != nil {
-		return nil, err
+		return "", false, err
 	}
 	return s.abort(ctx, snapshotID)
 }
 
 // Wait waits until the detached turn of a pending snapshot ends and returns the
-// snapshot that settled it (see session.SessionFlow.Wait).
+// snapshot, settled under its own ID (see session.SessionFlow.Wait).
 func (a *Agent) Wait(ctx context.Context, snapshotID string) (*Snapshot, error) {
 	s, err := a.kept()
 	if err != nil {

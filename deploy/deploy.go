@@ -61,6 +61,8 @@ type Deployment struct {
 	puller    *oci.Puller
 	policy    *oci.Verifier
 	trusted   []string // WithTrustedKeys's, as manifests write them
+	// toolSessions keeps the sessions of tools run outside the agents' turns.
+	toolSessions *ToolSessions
 	// defined lists the registry keys the deployment defined (agents, their snapshot
 	// actions, prompts, built-in tools), which Close removes.
 	defined []string
@@ -281,6 +283,7 @@ func New(ctx context.Context, files []*File, opts ...Option) (*Deployment, error
 		d.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	d.toolSessions = d.newToolSessions()
 	return d, nil
 }
 
@@ -532,11 +535,18 @@ func (d *Deployment) define(f *File, kind string) (*Agent, error) {
 	if f.Isolation == host.IsolationSession {
 		a.flow = isolatedFlow{a.flow}
 	}
+	// Genkit's CLI and Developer UI run flows, not session flows: the agent's turn
+	// flow is what they run (genkit flow:run <agent>).
+	turn := session.NewTurnFlow(a.flow)
+	if err := d.reg.Register(turn); err != nil {
+		return nil, f.errorf("name", "the flow of agent %q: %v", f.Name, err)
+	}
+	d.defined = append(d.defined, turn.Desc().Key)
 	return a, nil
 }
 
 // generateOpts are what the agent's model calls are made with: the model, its
-// config, retries and backups, the metrics.
+// config, retries and backups, the metrics, the tool error policy.
 func (d *Deployment) generateOpts(f *File) []agent.CommonOption {
 	common := []agent.CommonOption{agent.WithMiddleware(d.meter.middleware(d.pluginOf))}
 	if d.usage != nil {
@@ -559,6 +569,9 @@ func (d *Deployment) generateOpts(f *File) []agent.CommonOption {
 	if f.MaxTurns > 0 {
 		common = append(common, agent.WithMaxTurns(f.MaxTurns))
 	}
+	// Routed agents' calls too: an agent file's agent tells its model of a failing tool
+	// unless the file says fail.
+	common = append(common, agent.WithReturnToolErrors(f.ToolErrors != agent.ToolErrorsFail))
 	return common
 }
 
@@ -587,6 +600,10 @@ func (d *Deployment) definePrompted(f *File, a *Agent) error {
 		common = append(common, agent.WithToolNames(f.Tools...))
 	}
 	opts := []session.AgentOption[promptState]{session.WithGenerateOpts[promptState](common...)}
+	a.ClientTools = f.ClientTools == nil || *f.ClientTools
+	if !a.ClientTools {
+		opts = append(opts, session.WithClientTools[promptState](false))
+	}
 	if f.Prompt != "" {
 		p, err := d.parsePrompt(f)
 		if err != nil {
@@ -755,11 +772,17 @@ func (d *Deployment) Agents() []*Agent {
 	return out
 }
 
-// StoredBytes returns what the agents' sessions take in their stores: the Bytes of
-// store.Stats over their namespaces, one per agent. It may read every key of them (see the store's
-// Stats), so it is for measuring now and then, not for every request.
+// StoredBytes returns what the agents' sessions and the tool sessions take in their
+// stores: the Bytes of store.Stats over their namespaces, one per agent and the tool
+// sessions'. It may read every key of them (see the store's Stats), so it is for
+// measuring now and then, not for every request.
 func (d *Deployment) StoredBytes(ctx context.Context) (int64, error) {
-	var total int64
+	ts := d.toolSessions
+	st, err := ts.st.Stats(ctx, ts.namespace)
+	if err != nil {
+		return 0, fmt.Errorf("deploy: tool sessions: stored bytes: %w", err)
+	}
+	total := st.Bytes
 	for _, a := range d.agents {
 		if a.store == nil {
 			continue

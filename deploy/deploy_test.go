@@ -46,12 +46,16 @@ func turn(t *testing.T, conn session.AnyConnection, in *session.SessionFlowInput
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Chunk != nil && c.Chunk.Role == abi.RoleModel {
-			for _, p := range c.Chunk.Content {
-				if p.IsToolRequest() && p.Metadata["interrupt"] != nil {
-					pending = append(pending, p)
-				}
+		if c.Chunk == nil {
+			continue
+		}
+		// Pending interrupts stream in a chunk of role tool.
+		for _, p := range c.Chunk.Content {
+			if p.IsToolRequest() && p.Metadata["interrupt"] != nil {
+				pending = append(pending, p)
 			}
+		}
+		if c.Chunk.Role == abi.RoleModel {
 			text.WriteString(c.Chunk.Text())
 		}
 	}

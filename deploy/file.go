@@ -18,6 +18,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/agent/routes"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/host/oci"
@@ -40,6 +41,7 @@ import (
 //	  timeout: 30s
 //	prompt: assistant.prompt        # a .prompt file beside this one, or the prompt itself
 //	tools: [askUser, calculator/calc]
+//	clientTools: false                # refuse the tools clients bring (default: offered)
 //	handlers: [profile/extract]
 //	plugins:
 //	  - path: ../../plugins/calculator   # a .wasm file, or a Go plugin's directory (built)
@@ -90,6 +92,11 @@ type File struct {
 	Prompt string `yaml:"prompt,omitempty"`
 	// MaxTurns bounds the rounds of tool calls in one turn (default 5).
 	MaxTurns int `yaml:"maxTurns,omitempty"`
+	// ToolErrors says what a failing tool (its error, a plugin's fault or timeout, an
+	// input from the model that breaks its schema) does to a turn: "model", the
+	// default, tells the model (the tool's response carries the error's code and
+	// message), which may correct itself within maxTurns; "fail" fails the turn.
+	ToolErrors agent.ToolErrorPolicy `yaml:"toolErrors,omitempty"`
 	// Tools are the tools offered to a prompt agent's model, by registered name: the
 	// plugins' ("calculator/calc"), Terrarium's own (see Builtins) or the
 	// application's. A routed agent's tools are in its domains, capabilities,
@@ -98,6 +105,11 @@ type File struct {
 	// Handlers run at the points of every turn of a prompt agent, in order, by
 	// registered name.
 	Handlers []string `yaml:"handlers,omitempty"`
+	// ClientTools false refuses the tools a client brings to a turn (the
+	// OpenAI-compatible endpoint's "tools"), naming the agent; by default a prompt
+	// agent offers them to its model beside its own, and the model calling one ends
+	// the turn for the client to run it. A routed agent takes none.
+	ClientTools *bool `yaml:"clientTools,omitempty"`
 	// Plugins are the plugins this agent's models, tools and handlers come from, with
 	// what each is granted.
 	Plugins []Plugin `yaml:"plugins,omitempty"`
@@ -328,6 +340,8 @@ func (f *File) check() error {
 		return f.errorf("maxTurns", "%d: want 1 or more", f.MaxTurns)
 	case f.Isolation != "" && f.Isolation != host.IsolationPooled && f.Isolation != host.IsolationSession:
 		return f.errorf("isolation", "%q: want pooled or session", f.Isolation)
+	case f.ToolErrors != "" && f.ToolErrors != agent.ToolErrorsToModel && f.ToolErrors != agent.ToolErrorsFail:
+		return f.errorf("toolErrors", "%q: want model or fail", f.ToolErrors)
 	case f.Tenants != nil:
 		return f.errorf("tenants", "tenants are not set in agent files: the tenants file (terrarium serve -tenants) names each tenant's agents")
 	}
@@ -374,6 +388,7 @@ var promptKeys = []struct{ key, why string }{
 	{"prompt", "its identity, guidelines, routes and steps instruct its model"},
 	{"tools", "its tools are those of its domains, capabilities, guidelines and steps"},
 	{"handlers", "its turns run no handlers"},
+	{"clientTools", "its routes decide its tools"},
 }
 
 // checkKind refuses a file that is both a prompt agent and a routed agent, naming a
@@ -383,7 +398,8 @@ func (f *File) checkKind() error {
 	if len(routed) == 0 {
 		return nil
 	}
-	given := map[string]bool{"prompt": f.Prompt != "", "tools": len(f.Tools) > 0, "handlers": len(f.Handlers) > 0}
+	given := map[string]bool{"prompt": f.Prompt != "", "tools": len(f.Tools) > 0, "handlers": len(f.Handlers) > 0,
+		"clientTools": f.ClientTools != nil && *f.ClientTools}
 	for _, k := range promptKeys {
 		if given[k.key] {
 			return f.errorf(k.key, "a routed agent (it has %s, line %d) has no %s: %s; write a prompt agent or a routed agent, not both",

@@ -69,6 +69,7 @@ func TestParseErrorsNameFileLineAndField(t *testing.T) {
 		{"bad store", "name: a\nmodel: {name: x}\nsnapshots:\n  store: disk\n", "a.yaml:4: snapshots.store: \"disk\""},
 		{"bad event", "name: a\nmodel: {name: x}\nsnapshots:\n  on: [turnEnd, never]\n", "a.yaml:4: snapshots.on[1]: \"never\""},
 		{"isolation", "name: a\nmodel: {name: x}\nisolation: strict\n", "a.yaml:3: isolation: \"strict\": want pooled or session"},
+		{"tool errors", "name: a\nmodel: {name: x}\ntoolErrors: ignore\n", "a.yaml:3: toolErrors: \"ignore\": want model or fail"},
 		{"tenants reserved", "name: a\nmodel: {name: x}\ntenants: [a]\n", "a.yaml:3: tenants: tenants are not set in agent files"},
 		{"two documents", "name: a\n---\nname: b\n", "a.yaml: want exactly one YAML document"},
 		{"tagged list", "name: a\nmodel: {name: x}\ntools: !x\n", "a.yaml: the YAML decoder failed: "},

@@ -171,6 +171,8 @@ func TestRoutedAgentFileErrorsNameFileLineAndField(t *testing.T) {
 			"a.yaml:4: tools: a routed agent (it has guidelines, line 3) has no tools"},
 		{"identity and handlers", "name: a\nmodel: {name: x}\nhandlers: [h]\nidentity: I am a.\n",
 			"a.yaml:3: handlers: a routed agent (it has identity, line 4) has no handlers"},
+		{"identity and client tools", "name: a\nmodel: {name: x}\nclientTools: true\nidentity: I am a.\n",
+			"a.yaml:3: clientTools: a routed agent (it has identity, line 4) has no clientTools"},
 		{"no model", "name: a\nroutes:\n  - title: T\n", "a.yaml: model.name: missing: a routed agent's model is named here"},
 		{"unknown key in a step", "name: a\nmodel: {name: x}\nroutes:\n  - title: T\n    steps:\n      - prompt: p\n        colect: [x]\n",
 			`a.yaml:7: routes[0].steps[0].colect: unknown field "colect"`},
@@ -317,12 +319,21 @@ func TestRoutedAgentConversesAndKeepsItsRouteInSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = routes.State{}
-	if err := json.Unmarshal(out.State.Custom, &st); err != nil || st.DataFor("flight")["passengers"] != float64(3) {
+	branch, err := a.Snapshot(t.Context(), out.SnapshotID)
+	if err != nil || out.State != nil {
+		t.Fatalf("the branch's snapshot: %v; the output carries state %v", err, out.State)
+	}
+	if err := json.Unmarshal(branch.State.Custom, &st); err != nil || st.DataFor("flight")["passengers"] != float64(3) {
 		t.Errorf("the branch's state: %+v, %v", st, err)
 	}
+	// Looking the session up after the branch finds the branch: the snapshot a turn by
+	// the session's ID continues.
+	if latest, err := a.LatestSnapshot(t.Context(), conn.SessionID()); err != nil || latest.SnapshotID != out.SnapshotID {
+		t.Errorf("the session's latest snapshot after a branch: %v, %v; want %s", latest, err, out.SnapshotID)
+	}
 
-	if _, err := a.Abort(t.Context(), snaps[0].SnapshotID); !errors.Is(err, session.ErrNotPending) {
-		t.Errorf("Abort of a completed snapshot: %v, want ErrNotPending", err)
+	if prev, ok, err := a.Abort(t.Context(), snaps[0].SnapshotID); err != nil || !ok || prev != session.StatusCompleted {
+		t.Errorf("Abort of a completed snapshot: %q, %v, %v; want its status", prev, ok, err)
 	}
 	if _, err := a.Snapshot(t.Context(), "nope"); !errors.Is(err, session.ErrSnapshotNotFound) {
 		t.Errorf("Snapshot(nope): %v, want ErrSnapshotNotFound", err)
@@ -382,7 +393,7 @@ func TestAgentWithoutSnapshotsHasNone(t *testing.T) {
 		"Snapshot":       func() error { _, err := a.Snapshot(t.Context(), "s"); return err },
 		"Snapshots":      func() error { _, err := a.Snapshots(t.Context(), "s"); return err },
 		"LatestSnapshot": func() error { _, err := a.LatestSnapshot(t.Context(), "s"); return err },
-		"Abort":          func() error { _, err := a.Abort(t.Context(), "s"); return err },
+		"Abort":          func() error { _, _, err := a.Abort(t.Context(), "s"); return err },
 	} {
 		if err := call(); !errors.Is(err, session.ErrNoSnapshotStore) {
 			t.Errorf("%s: %v, want ErrNoSnapshotStore", name, err)
@@ -431,8 +442,12 @@ func TestTravelExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	last, err := a.Snapshot(t.Context(), out.SnapshotID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var st routes.State
-	if err := json.Unmarshal(out.State.Custom, &st); err != nil {
+	if err := json.Unmarshal(last.State.Custom, &st); err != nil {
 		t.Fatal(err)
 	}
 	flight, hotel := st.DataFor("flight"), st.DataFor("hotel")

@@ -185,8 +185,9 @@ func testWaitingForAnInstanceHonoursTheContext(t *testing.T, engine host.Option)
 	}
 }
 
-// TestFaultInATurnDamagesNoSnapshot: a plugin that crashes in the middle of a turn
-// ends that connection with an error; earlier snapshots stay intact and resumable.
+// TestFaultInATurnDamagesNoSnapshot: a plugin that crashes in the middle of a turn (its
+// tool errors failing the turn) fails that turn; earlier snapshots stay intact, the
+// failed turn's holds the last good state, and the session goes on from it.
 func TestFaultInATurnDamagesNoSnapshot(t *testing.T) {
 	forEachEngine(t, testFaultInATurnDamagesNoSnapshot)
 }
@@ -199,10 +200,11 @@ func testFaultInATurnDamagesNoSnapshot(t *testing.T, engine host.Option) {
 		Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "scratchpad/note", Ref: "1", Input: map[string]any{"text": "keep me"}})).
 		ReplyText("noted").
 		Reply(abi.NewToolRequestPart(&abi.ToolRequest{Name: "misbehave/panic", Ref: "2", Input: map[string]any{}})).
-		ReplyText("after the resume")
+		ReplyText("after the failure")
 	snaps := session.NewInMemorySnapshotStore[Notes]()
 	a := session.DefineAgent[struct{}, Notes](r, "faulty",
-		session.WithGenerateOpts[Notes](agent.WithModelName("test/faulty"), agent.WithToolNames("scratchpad/note", "misbehave/panic")),
+		session.WithGenerateOpts[Notes](agent.WithModelName("test/faulty"), agent.WithToolNames("scratchpad/note", "misbehave/panic"),
+			agent.WithReturnToolErrors(false)),
 		session.WithSnapshotStore(snaps))
 	ctx := context.Background()
 	conn, _ := a.StreamBidi(ctx)
@@ -218,26 +220,28 @@ func testFaultInATurnDamagesNoSnapshot(t *testing.T, engine host.Option) {
 	}
 	conn.SendText("now crash")
 	var turnErr error
-	for _, err := range conn.Receive() {
-		turnErr = err
+	var failed string
+	for c, err := range conn.Receive() {
+		if err != nil {
+			turnErr = err
+		}
+		if c != nil && c.SnapshotCreated != "" {
+			failed = c.SnapshotCreated
+		}
 	}
 	if !errors.Is(turnErr, host.ErrPluginFault) || !strings.Contains(turnErr.Error(), "plugin misbehave: terrarium_call_tool") {
 		t.Fatalf("faulty turn: %v", turnErr)
 	}
-	if _, err := conn.Output(); err == nil {
-		t.Fatal("the connection survived a failed turn")
+	for _, id := range []string{good, failed} {
+		snap, err := snaps.GetSnapshot(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.State.Custom.Scratchpad) != 1 || len(snap.State.Messages) != 4 {
+			t.Errorf("snapshot %s (%s) = %+v", id, snap.Status, snap.State)
+		}
 	}
-	snap, err := snaps.GetSnapshot(ctx, good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(snap.State.Custom.Scratchpad) != 1 || len(snap.State.Messages) != 4 {
-		t.Errorf("snapshot = %+v", snap.State)
-	}
-	conn, err = a.StreamBidi(ctx, session.WithSnapshotID[Notes](good))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The connection survived the failed turn.
 	conn.SendText("hello again")
 	for _, err := range conn.Receive() {
 		if err != nil {
@@ -246,8 +250,12 @@ func testFaultInATurnDamagesNoSnapshot(t *testing.T, engine host.Option) {
 	}
 	conn.Close()
 	out, err := conn.Output()
-	if err != nil || out.State.Messages[len(out.State.Messages)-1].Text() != "after the resume" {
-		t.Errorf("resumed: %v, %v", out, err)
+	if err != nil || out.Message == nil || out.Message.Text() != "after the failure" {
+		t.Errorf("after the failed turn: %v, %v", out, err)
+	}
+	last, err := snaps.GetSnapshot(ctx, out.SnapshotID)
+	if err != nil || len(last.State.Messages) != 6 || last.ParentID != failed {
+		t.Errorf("the session after the failed turn: %+v, %v", last, err)
 	}
 }
 

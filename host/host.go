@@ -538,7 +538,9 @@ func (p *Plugin) faultOf(cause error, what string, err error) error {
 		what += ": "
 	}
 	if errors.Is(cause, errTimedOut) {
-		return fmt.Errorf("%w: %stimed out after %v", ErrPluginFault, what, p.manifest.Timeout.Duration)
+		// A deadline, so that callers tell a timeout from other faults without knowing
+		// the host (agent.AsError's limit_exceeded).
+		return fmt.Errorf("%w: %stimed out after %v (%w)", ErrPluginFault, what, p.manifest.Timeout.Duration, context.DeadlineExceeded)
 	}
 	if cause != nil {
 		return cause

@@ -258,7 +258,7 @@ func TestClientHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := srv.Handler()
+	h := srv.Handler(nil)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer s3cret" {
 			http.Error(w, "who are you?", http.StatusUnauthorized)

@@ -149,12 +149,29 @@ func expandSecrets(ctx context.Context, s string, secrets SecretFunc) (string, e
 
 // Option configures NewServer and Connect.
 type Option interface {
+	ServerOption
 	apply(*options)
+}
+
+// ServerOption configures NewServer only (WithSessions); every Option is one too.
+type ServerOption interface {
+	applyServer(*serverOptions)
 }
 
 type optionFunc func(*options)
 
-func (f optionFunc) apply(o *options) { f(o) }
+func (f optionFunc) apply(o *options)             { f(o) }
+func (f optionFunc) applyServer(o *serverOptions) { f(&o.options) }
+
+// serverOptions are NewServer's.
+type serverOptions struct {
+	options
+	sessions Sessions
+}
+
+type serverOptionFunc func(*serverOptions)
+
+func (f serverOptionFunc) applyServer(o *serverOptions) { f(o) }
 
 type options struct {
 	impl    mcpsdk.Implementation

@@ -25,7 +25,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler()) // or srv.Run(ctx, &mcpsdk.StdioTransport{})
+	ts := httptest.NewServer(srv.Handler(nil)) // or srv.Run(ctx, &mcpsdk.StdioTransport{})
 	defer ts.Close()
 
 	// Consume: the server's tools become agent tools, named "<server>/<tool>".

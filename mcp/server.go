@@ -32,6 +32,65 @@ type Server struct {
 	sdk   *mcpsdk.Server
 	log   *slog.Logger
 	names []string // MCP names, sorted
+
+	sessions Sessions // nil without WithSessions
+	mu       sync.Mutex
+	open     map[string]*openSession // by MCP session ID
+}
+
+// Sessions gives the tool calls of each MCP session a session of their own
+// (agent.AnySessionFromContext), for the tools that keep state there: what one MCP
+// session's calls keep, its next calls find, and no other session sees.
+type Sessions interface {
+	// Open returns the session of the MCP session id, on its first tool call.
+	Open(ctx context.Context, id string) (agent.AnySession, error)
+	// Save keeps what a tool call changed in the session, after the call.
+	Save(ctx context.Context, s agent.AnySession) error
+}
+
+// WithSessions gives each MCP session that has an ID (over streamable HTTP) a session
+// of its own from sessions, which the server forgets when the MCP session ends.
+// Without it, a tool that needs a session fails its calls.
+func WithSessions(sessions Sessions) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.sessions = sessions })
+}
+
+// openSession is the session of an MCP session, opened by its first call that
+// succeeds in opening it.
+type openSession struct {
+	mu sync.Mutex
+	s  agent.AnySession
+}
+
+// sessionOf returns the session of the MCP session ss, opening it on its first call
+// and forgetting it when ss ends; nil without sessions or a session ID.
+func (s *Server) sessionOf(ctx context.Context, ss *mcpsdk.ServerSession) (agent.AnySession, error) {
+	if s.sessions == nil || ss == nil || ss.ID() == "" {
+		return nil, nil
+	}
+	id := ss.ID()
+	s.mu.Lock()
+	o := s.open[id]
+	if o == nil {
+		o = &openSession{}
+		s.open[id] = o
+		go func() {
+			ss.Wait()
+			s.mu.Lock()
+			delete(s.open, id)
+			s.mu.Unlock()
+		}()
+	}
+	s.mu.Unlock()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.s == nil {
+		var err error
+		if o.s, err = s.sessions.Open(context.WithoutCancel(ctx), id); err != nil {
+			return nil, err // the next call tries again
+		}
+	}
+	return o.s, nil
 }
 
 // NewServer returns a server offering tools to MCP clients. An agent tool's name
@@ -40,11 +99,16 @@ type Server struct {
 // ".", and model providers' APIs take fewer still. It fails, naming the tool, if a
 // name cannot be served that way or is served twice, or if a tool's input schema is
 // not a valid JSON Schema of an object (MCP passes arguments as an object).
-func NewServer(tools []agent.Tool, opts ...Option) (*Server, error) {
-	o := newOptions(opts)
+func NewServer(tools []agent.Tool, opts ...ServerOption) (*Server, error) {
+	o := serverOptions{options: newOptions(nil)}
+	for _, opt := range opts {
+		opt.applyServer(&o)
+	}
 	s := &Server{
-		sdk: mcpsdk.NewServer(&o.impl, &mcpsdk.ServerOptions{HasTools: true}),
-		log: o.log,
+		sdk:      mcpsdk.NewServer(&o.impl, &mcpsdk.ServerOptions{HasTools: true}),
+		log:      o.log,
+		sessions: o.sessions,
+		open:     map[string]*openSession{},
 	}
 	byName := map[string]string{}
 	for _, t := range tools {
@@ -112,13 +176,25 @@ func (s *Server) Run(ctx context.Context, t mcpsdk.Transport) error {
 }
 
 // Handler returns the streamable HTTP endpoint of the server, for any number of
-// clients. It refuses requests reaching a loopback address with another Host header
-// (DNS rebinding), and requests a web page of another site sends (by their Origin, or
-// Sec-Fetch-Site), which could otherwise call tools of a server on its reader's
-// machine; authenticating clients is the job of the handler wrapping it.
-func (s *Server) Handler() http.Handler {
+// clients, with the SDK's options (nil for its defaults: sessions never time out). It
+// refuses requests reaching a loopback address with another Host header (DNS
+// rebinding) unless opts say otherwise, and requests a web page of another site sends
+// (by their Origin, or Sec-Fetch-Site), which could otherwise call tools of a server
+// on its reader's machine; authenticating clients is the job of the handler wrapping
+// it.
+func (s *Server) Handler(opts *mcpsdk.StreamableHTTPOptions) http.Handler {
 	return http.NewCrossOriginProtection().Handler(
-		mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s.sdk }, nil))
+		mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s.sdk }, opts))
+}
+
+// Close ends every session the server holds: over HTTP, their event streams end,
+// which a graceful shutdown of the HTTP server would otherwise wait for.
+func (s *Server) Close() error {
+	var errs []error
+	for ss := range s.sdk.Sessions() {
+		errs = append(errs, ss.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // handler runs tool t for a tools/call request. Bad input and every error of the tool
@@ -138,9 +214,22 @@ func (s *Server) handler(t agent.Tool, v *schema.Validator) mcpsdk.ToolHandler {
 		if token := req.Params.GetProgressToken(); token != nil {
 			ctx = agent.WithStatusFunc(ctx, s.progress(req.Session, token))
 		}
+		sess, err := s.sessionOf(ctx, req.Session)
+		if err != nil {
+			return errorResult(fmt.Errorf("tool %s: the MCP session's session: %w", t.Name(), err)), nil
+		}
+		if sess != nil {
+			ctx = agent.NewSessionContext(ctx, sess)
+		}
 		ctx, span := tracing.Start(ctx, t.Name(), tracing.Tool, input)
-		out, err := t.Run(ctx, input)
+		out, err := run(ctx, t, input)
 		span.End(out, err)
+		if sess != nil {
+			// What the call changed is kept even when it failed after changing it.
+			if serr := s.sessions.Save(context.WithoutCancel(ctx), sess); serr != nil && err == nil {
+				err = fmt.Errorf("the session's state was not kept: %w", serr)
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err() // the client cancelled: it expects no answer
@@ -192,21 +281,29 @@ func (s *Server) progress(ss *mcpsdk.ServerSession, token any) agent.StatusFunc 
 	}
 }
 
+// run runs the tool, a panic of its recovered into its error: one call fails, the
+// server and its other sessions go on.
+func run(ctx context.Context, t agent.Tool, input any) (out any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			out, err = nil, fmt.Errorf("tool %s: %w", t.Name(), agent.Recovered(ctx, v, "tool", t.Name()))
+		}
+	}()
+	return t.Run(ctx, input)
+}
+
 // errorResult is a tool execution error: the error's text for the model, and the
-// error as an *abi.Error in _meta. A tool's (or plugin's) own *abi.Error is reported
-// as the tool reported it, without the wrapping that names where it came from.
+// error as an *abi.Error in _meta, classified as agent.AsError does: a tool's (or
+// plugin's) own *abi.Error is reported as the tool reported it, without the wrapping
+// that names where it came from.
 func errorResult(err error) *mcpsdk.CallToolResult {
 	var e *abi.Error
 	var ie *agent.InterruptError
-	switch {
-	case errors.As(err, &ie):
+	if errors.As(err, &ie) {
 		md, _ := json.Marshal(ie.Metadata)
 		e = abi.Errorf(abi.CodePermissionDenied, "the tool needs outside input before it runs (an approval or an answer), which MCP cannot carry: %s", md)
-	case errors.As(err, &e):
-	case errors.Is(err, agent.ErrInvalidToolInput):
-		e = &abi.Error{Code: abi.CodeInvalidInput, Message: err.Error()}
-	default:
-		e = &abi.Error{Code: abi.CodeInternal, Message: err.Error()}
+	} else {
+		e = agent.AsError(err)
 	}
 	return &mcpsdk.CallToolResult{
 		Meta:    mcpsdk.Meta{ErrorMetaKey: e},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -152,10 +153,10 @@ func TestServerToolsAndResults(t *testing.T) {
 // error are tool execution errors the model reads (isError, the error in _meta too),
 // an unknown tool is a protocol error.
 func TestServerErrors(t *testing.T) {
-	ran := false
+	ran := 0
 	cs := connect(t, []agent.Tool{
 		agent.NewTool("math/add", "Adds.", func(ctx context.Context, in addIn) (addOut, error) {
-			ran = true
+			ran++
 			return add(ctx, in)
 		}),
 		agent.NewTool("lookup", "Fails.", func(_ context.Context, in struct {
@@ -166,10 +167,16 @@ func TestServerErrors(t *testing.T) {
 		agent.NewTool("broken", "Fails without a code.", func(context.Context, struct{}) (string, error) {
 			return "", errors.New("disk on fire")
 		}),
+		agent.NewTool("bomb", "Panics.", func(context.Context, struct{}) (string, error) {
+			panic("a bug in the tool")
+		}),
+		agent.NewTool("slow", "Times out.", func(context.Context, struct{}) (string, error) {
+			return "", fmt.Errorf("plugin slow: timed out after 1s (%w)", context.DeadlineExceeded)
+		}),
 		agent.NewTool("total", "Sums items.", func(_ context.Context, in struct {
 			Items []*addIn `json:"items"`
 		}) (int, error) {
-			ran = true
+			ran++
 			n := 0
 			for _, it := range in.Items {
 				n += it.A + it.B
@@ -194,7 +201,17 @@ func TestServerErrors(t *testing.T) {
 		{"total", map[string]any{"items": []any{map[string]any{"a": 1}, 2}}, abi.CodeInvalidInput, "/items/1"},
 		{"total", map[string]any{"items": map[string]any{"a": 1}}, abi.CodeInvalidInput, "/items"},
 		{"total", map[string]any{"items": []any{map[string]any{"a": nil}}}, abi.CodeInvalidInput, "/items/0/a"},
+		// A panic is the call's error, not the server's end: the next call runs.
+		{"bomb", nil, abi.CodeInternal, "a bug in the tool"},
+		{"slow", nil, abi.CodeLimitExceeded, "timed out"},
+		{"math_add", map[string]any{"a": 1, "b": 2}, "", ""},
 	} {
+		if c.code == "" {
+			if res := call(t, cs, c.tool, c.args); res.IsError {
+				t.Errorf("%s after the failures: %s", c.tool, text(res))
+			}
+			continue
+		}
 		res := call(t, cs, c.tool, c.args)
 		if !res.IsError || !strings.Contains(text(res), c.contains) {
 			t.Errorf("%s(%v): isError %v, text %q, want an error containing %q", c.tool, c.args, res.IsError, text(res), c.contains)
@@ -205,8 +222,8 @@ func TestServerErrors(t *testing.T) {
 			t.Errorf("%s(%v): _meta %s = %s, want an error with code %s", c.tool, c.args, mcp.ErrorMetaKey, b, c.code)
 		}
 	}
-	if ran {
-		t.Error("a tool ran with input its schema refuses")
+	if ran != 1 {
+		t.Errorf("the tools ran %d times, want once: never with input their schema refuses, and math/add after the failures", ran)
 	}
 
 	_, err := cs.CallTool(t.Context(), &mcpsdk.CallToolParams{Name: "nope"})
@@ -319,7 +336,7 @@ func TestServerHandlerRefusesOtherSites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(srv.Handler(nil))
 	defer ts.Close()
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}`
 	for _, tc := range []struct {

@@ -37,6 +37,7 @@ func (s *Server) apiRoutes() []route {
 		{"POST", "/api/agents/{agent}/snapshots/{snapshot}/abort", s.abortSnapshot},
 		{"GET", wsRoute, s.connect},
 		{"GET", "/v1/models", s.openAIModels},
+		{"GET", "/v1/models/{model}", s.openAIModel},
 		{"POST", "/v1/chat/completions", s.chatCompletions},
 		{"GET", "/healthz", s.healthz},
 		{"GET", "/readyz", s.readyz},
@@ -61,18 +62,22 @@ func (s *Server) routes() http.Handler {
 			mux.HandleFunc(r.method+" "+r.pattern, s.adminOnly(r.handler))
 		}
 	}
+	mux.Handle(MCPPath, s.authenticate(http.HandlerFunc(s.serveMCP), tenant.Bearer))
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	if s.promh != nil {
 		mux.Handle("GET /metrics", s.promh)
 	}
 	mux.Handle("/", pageHandler())
-	for _, prefix := range []string{"/api/", "/v1/"} {
-		mux.HandleFunc(prefix, func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusNotFound, &abi.Error{Code: abi.CodeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
-		})
-	}
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, &abi.Error{Code: abi.CodeNotFound, Message: noRoute(r)})
+	})
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"message": noRoute(r), "type": "invalid_request_error", "param": nil, "code": abi.CodeNotFound}})
+	})
 	return mux
 }
+
+func noRoute(r *http.Request) string { return fmt.Sprintf("no route %s %s", r.Method, r.URL.Path) }
 
 // agentOf returns the agent the request's path names.
 func (s *Server) agentOf(r *http.Request) (*deploy.Agent, error) {
@@ -115,6 +120,8 @@ type AgentInfo struct {
 	// StateManagement is "server" when the agent keeps its sessions, "client" when
 	// its clients keep their state.
 	StateManagement string `json:"stateManagement"`
+	// ClientTools says whether it offers its model the tools a client brings.
+	ClientTools bool `json:"clientTools"`
 }
 
 func agentInfo(a *deploy.Agent) AgentInfo {
@@ -123,7 +130,7 @@ func agentInfo(a *deploy.Agent) AgentInfo {
 		m = "server"
 	}
 	return AgentInfo{Name: a.Name, Description: a.Description, Model: a.Model, Tools: nonNil(a.Tools),
-		Routes: a.Routes, Plugins: nonNil(a.Plugins), Snapshots: a.SnapshotStore, StateManagement: m}
+		Routes: a.Routes, Plugins: nonNil(a.Plugins), Snapshots: a.SnapshotStore, StateManagement: m, ClientTools: a.ClientTools}
 }
 
 func nonNil(s []string) []string {
@@ -290,12 +297,14 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 
 // TurnRequest is one turn's input: a text (a user message), messages, or a resume
 // answering the tool requests that interrupted the last turn; detach runs the turn in
-// the background.
+// the background; customPatches asks for the turn's custom-state changes as
+// customPatch chunks (session.SessionFlowInput.CustomPatches).
 type TurnRequest struct {
-	Text     string         `json:"text,omitempty"`
-	Messages []*abi.Message `json:"messages,omitempty"`
-	Resume   *abi.Resume    `json:"resume,omitempty"`
-	Detach   bool           `json:"detach,omitempty"`
+	Text          string         `json:"text,omitempty"`
+	Messages      []*abi.Message `json:"messages,omitempty"`
+	Resume        *abi.Resume    `json:"resume,omitempty"`
+	Detach        bool           `json:"detach,omitempty"`
+	CustomPatches bool           `json:"customPatches,omitempty"`
 }
 
 // check implements checked.
@@ -308,7 +317,7 @@ func (t *TurnRequest) check() error {
 
 // input is the flow's input for the request.
 func (t *TurnRequest) input() *session.SessionFlowInput {
-	in := &session.SessionFlowInput{Messages: t.Messages, Resume: t.Resume, Detach: t.Detach}
+	in := &session.SessionFlowInput{Messages: t.Messages, Resume: t.Resume, Detach: t.Detach, CustomPatches: t.CustomPatches}
 	if t.Text != "" {
 		in.Messages = []*abi.Message{abi.NewUserTextMessage(t.Text)}
 	}
@@ -349,12 +358,18 @@ func (s *Server) sendTurn(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Terrarium-Session-Id", l.id)
 	stream := wantsStream(r)
 	var events *sseWriter
-	chunks := []*session.AnyChunk{}
+	res := TurnResult{SessionID: l.id, Chunks: []*session.AnyChunk{}}
 	first := true
-	err = s.sessions.turn(l, done, in, func(c *session.AnyChunk) error {
+	out, err := s.sessions.turn(l, done, in, func(c *session.AnyChunk) error {
+		if c.SnapshotCreated != "" {
+			res.SnapshotID = c.SnapshotCreated
+		}
+		if c.EndTurn {
+			res.FinishReason = c.FinishReason
+		}
 		if first {
 			first = false
-			if c.Error != nil {
+			if c.Error != nil && !c.EndTurn {
 				// Refused before anything streamed: a status, below.
 				return c.Error
 			}
@@ -363,11 +378,15 @@ func (s *Server) sendTurn(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if !stream {
-			chunks = append(chunks, c)
+			res.Chunks = append(res.Chunks, c)
 			return nil
 		}
 		return events.send("", c)
 	})
+	if out != nil && out.FinishReason == session.FinishDetached {
+		// A detached turn streams nothing: the answer names its pending snapshot.
+		res.SnapshotID, res.FinishReason = out.SnapshotID, out.FinishReason
+	}
 	switch {
 	case events != nil && err != nil:
 		_, body := classify(err)
@@ -376,8 +395,19 @@ func (s *Server) sendTurn(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, r, err)
 	default:
-		writeJSON(w, http.StatusOK, map[string]any{"sessionId": l.id, "chunks": chunks})
+		writeJSON(w, http.StatusOK, res)
 	}
+}
+
+// TurnResult is the answer to a turn that did not stream: its chunks, the last of
+// which ends the turn (its finish reason, and for a failed turn its error), the
+// session's snapshot after the turn (a failed turn's, or a detached turn's pending
+// one) and the turn's finish reason.
+type TurnResult struct {
+	SessionID    string              `json:"sessionId"`
+	Chunks       []*session.AnyChunk `json:"chunks"`
+	SnapshotID   string              `json:"snapshotId,omitempty"`
+	FinishReason abi.FinishReason    `json:"finishReason,omitempty"`
 }
 
 func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request) {
@@ -447,17 +477,22 @@ func (s *Server) abortSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	// An unknown snapshot is no error here: abort answers that it found none.
 	id, err := a.ResolveSnapshotID(r.Context(), "", r.PathValue("snapshot"))
+	if errors.Is(err, session.ErrSnapshotNotFound) {
+		id, err = r.PathValue("snapshot"), nil
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	snap, err := a.Abort(r.Context(), id)
+	prev, _, err := a.Abort(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, snap)
+	// As Genkit's abort: the status the snapshot had, none for an unknown one.
+	writeJSON(w, http.StatusOK, session.AbortResponse{SnapshotID: id, Status: prev})
 }
 
 // sseWriter writes server-sent events, flushing each.

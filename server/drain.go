@@ -66,6 +66,8 @@ func (s *Server) startDrain() {
 	s.sessions.draining = true
 	s.sessions.mu.Unlock()
 	s.drained()
+	// MCP sessions hold event streams, which would hold the HTTP server's shutdown.
+	s.mcp.close()
 }
 
 // running returns the number of turns running.
@@ -114,30 +116,21 @@ func (s *sessions) detachRunning() int {
 // awaitDetach ends the reading of a turn's stream (the turn has sent its last chunk,
 // which ended), after which no drain asks it to detach. If a drain did ask, the flow
 // may have taken the request only once the turn had ended: it then detaches the idle
-// session, whose answer (the pending snapshot) is read here, not left to block the
-// flow. sawDetached says whether the turn's own stream ended detached.
-func (s *sessions) awaitDetach(l *live, sawDetached bool) {
+// session, whose output (the pending snapshot) is read here. detached says whether the
+// turn itself ended detached.
+func (s *sessions) awaitDetach(l *live, detached bool) {
 	l.mu.Lock()
 	l.streaming = false
 	req := l.detach
 	l.mu.Unlock()
-	if req == nil || sawDetached {
+	if req == nil || detached {
 		return
 	}
 	if err := <-req; err != nil {
 		return // the connection ended first: nothing was detached
 	}
-	pending := ""
-	for c, err := range l.conn.Receive() {
-		if err != nil || c == nil {
-			return
-		}
-		if c.SnapshotCreated != "" {
-			pending = c.SnapshotCreated
-		}
-		if c.EndTurn && c.FinishReason == session.FinishDetached && pending != "" {
-			s.trackDetached(l.agent, pending)
-		}
+	if out, err := l.conn.Output(); err == nil && out.FinishReason == session.FinishDetached {
+		s.trackDetached(l.agent, out.SnapshotID)
 	}
 }
 
@@ -207,8 +200,8 @@ func (s *sessions) settleDetached(ctx context.Context) error {
 			}
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 			defer cancel()
-			_, err := a.Abort(actx, id)
-			if errors.Is(err, session.ErrNotPending) {
+			prev, _, err := a.Abort(actx, id)
+			if err == nil && prev != session.StatusPending {
 				return // it settled meanwhile
 			}
 			mu.Lock()

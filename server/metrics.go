@@ -20,7 +20,8 @@ import (
 // metrics are the server's own OpenTelemetry metrics (package deploy records model,
 // tool and plugin calls):
 //
-//	terrarium.turns            counter        agent, outcome (ok, refused, cancelled, error)
+//	terrarium.turns            counter        agent, outcome (ok, refused, failed,
+//	                                          aborted, error), code (of a failed turn)
 //	terrarium.turn.duration    histogram, s   agent, outcome
 //	terrarium.sessions.live    up-down        sessions open on this server
 type metrics struct {
@@ -33,27 +34,34 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	m := mp.Meter("github.com/terrarium-ai/terrarium/server")
 	var ms metrics
 	var errs [3]error
-	ms.turns, errs[0] = m.Int64Counter("terrarium.turns", metric.WithDescription("Turns run, by agent and outcome."))
+	ms.turns, errs[0] = m.Int64Counter("terrarium.turns", metric.WithDescription("Turns run, by agent and outcome, failed ones by code."))
 	ms.turnDuration, errs[1] = m.Float64Histogram("terrarium.turn.duration", metric.WithUnit("s"), metric.WithDescription("Duration of turns, from input to end of turn."))
 	ms.liveSessions, errs[2] = m.Int64UpDownCounter("terrarium.sessions.live", metric.WithDescription("Sessions open on this server."))
 	return &ms, errors.Join(errs[:]...)
 }
 
-func (m *metrics) turn(ctx context.Context, agent string, start time.Time, err error) {
+// turn counts a turn: failed with failure's code, aborted by its client, refused (its
+// input), ended by err, or ok.
+func (m *metrics) turn(ctx context.Context, agent string, d time.Duration, failure *session.TurnError, aborted bool, err error) {
 	outcome := "ok"
 	var te *session.TurnError
 	switch {
+	case failure != nil:
+		outcome = "failed"
+	case aborted:
+		outcome = "aborted"
 	case err == nil:
-	case errors.Is(err, ErrCancelled):
-		outcome = "cancelled"
 	case errors.As(err, &te):
 		outcome = "refused"
 	default:
 		outcome = "error"
 	}
-	attrs := metric.WithAttributes(attribute.String("agent", agent), attribute.String("outcome", outcome))
-	m.turns.Add(ctx, 1, attrs)
-	m.turnDuration.Record(ctx, time.Since(start).Seconds(), attrs)
+	kvs := []attribute.KeyValue{attribute.String("agent", agent), attribute.String("outcome", outcome)}
+	m.turnDuration.Record(ctx, d.Seconds(), metric.WithAttributes(kvs...))
+	if failure != nil {
+		kvs = append(kvs, attribute.String("code", string(failure.Code)))
+	}
+	m.turns.Add(ctx, 1, metric.WithAttributes(kvs...))
 }
 
 // NewPrometheus returns a meter provider whose metrics the handler serves in the

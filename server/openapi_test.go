@@ -97,8 +97,15 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	check("GET", "/api/agents/flights/sessions/"+routed, session, "")
 	check("GET", "/api/agents/flights/sessions/"+routed+"/snapshots", session+"/snapshots", "")
 	check("GET", "/v1/models", "/v1/models", "")
-	check("POST", "/v1/chat/completions", "/v1/chat/completions", `{"model": "echo", "messages": [{"role": "user", "content": "hi"}]}`)
-	check("POST", "/v1/chat/completions", "/v1/chat/completions", `{"model": "nope", "messages": [{"role": "user", "content": "hi"}]}`)
+	check("GET", "/v1/models/echo", "/v1/models/{model}", "")
+	check("GET", "/v1/models/nope", "/v1/models/{model}", "")
+	chat := "/v1/chat/completions"
+	check("POST", chat, chat, `{"model": "echo", "messages": [{"role": "user", "content": "hi"}]}`)
+	check("POST", chat, chat, `{"model": "echo", "messages": [{"role": "user", "content": "ask why?"}]}`)
+	check("POST", chat, chat, `{"model": "echo", "tools": [{"type": "function", "function": {"name": "f"}}], "messages": [{"role": "user", "content": "call f {}"}]}`)
+	check("POST", chat, chat, `{"model": "echo", "response_format": {"type": "json_object"}, "messages": [{"role": "user", "content": "not JSON"}]}`)
+	check("POST", chat, chat, `{"model": "echo", "n": 2, "messages": [{"role": "user", "content": "hi"}]}`)
+	check("POST", chat, chat, `{"model": "nope", "messages": [{"role": "user", "content": "hi"}]}`)
 	// What the guards refuse, and an ID too long.
 	check("POST", "/api/agents/echo/sessions/"+id+"/turns", session+"/turns", `{"text": "hi"}`, "Content-Type", "text/plain")
 	check("POST", "/api/agents/echo/sessions/"+id+"/turns", session+"/turns", `{"text": "hi"}`, "Sec-Fetch-Site", "cross-site")

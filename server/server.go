@@ -1,9 +1,9 @@
 // Package server serves a deployment's agents to clients in any language: an HTTP API
 // whose turns stream as server-sent events (documented by the OpenAPI document at
 // /openapi.json), WebSocket connections holding a session over many turns, an
-// OpenAI-compatible chat completions endpoint, a web chat page, health checks and
-// Prometheus metrics; and, on a port of its own, Genkit's reflection API, so Genkit's
-// CLI and Developer UI list and run Terrarium's actions.
+// OpenAI-compatible chat completions endpoint, MCP (the agents' tools), a web chat
+// page, health checks and Prometheus metrics; and, on a port of its own, Genkit's
+// reflection API, so Genkit's CLI and Developer UI list and run Terrarium's actions.
 //
 // It is transport only: what an agent does is package deploy's and agent/session's.
 // Sessions opened through any transport are one: a turn sent while another runs on
@@ -97,6 +97,7 @@ type Server struct {
 	// WebSockets.
 	drainCtx context.Context
 	drained  context.CancelFunc
+	mcp      mcpEndpoints
 }
 
 // Option configures New.
@@ -225,6 +226,9 @@ func New(d *deploy.Deployment, opts ...Option) (*Server, error) {
 	s.drainCtx, s.drained = context.WithCancel(base)
 	s.sessions = newSessions(base, s.metrics, s.log)
 	for _, t := range s.tenants {
+		for _, a := range t.Deployment.Agents() {
+			s.sessions.tenants[a] = t.ID
+		}
 		if t.Limiter == nil {
 			continue
 		}
@@ -240,7 +244,7 @@ func New(d *deploy.Deployment, opts ...Option) (*Server, error) {
 }
 
 // Handler returns the server's HTTP handler: the API, WebSocket, OpenAI-compatible
-// endpoints, the web page, health and metrics.
+// endpoints, MCP, the web page, health and metrics.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // HTTPServer returns an http.Server serving h (Handler, or ReflectionHandler) with the

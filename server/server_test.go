@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,28 +37,69 @@ type gate struct {
 // gate (a model that waits to be released), client (its clients keep the state) and
 // flights, a routed agent (kept in Badger; see routed_test.go).
 var testAgents = map[string]string{
-	"echo.yaml":    "name: echo\ndescription: Echoes.\nmodel: {name: test/echo}\ntools: [askUser]\n",
+	"echo.yaml":    "name: echo\ndescription: Echoes.\nmodel: {name: test/echo}\ntools: [askUser, upper, note]\n",
 	"gate.yaml":    "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
 	"client.yaml":  "name: client\nmodel: {name: test/echo}\nsnapshots: {store: none}\n",
 	"flights.yaml": flightsAgent,
 }
 
-// testRegistry defines the test models: test/echo streams "echo: <text>" word by word,
-// calls askUser when told "ask <question>", and reports tool results.
+// testRegistry defines the test models and tools: test/echo streams "echo: <text>" word
+// by word, calls askUser when told "ask <question>" and an offered tool when told
+// "call <tool> <JSON input>", reports tool results, answers the text itself when asked
+// for JSON, and reports its usage (a token a message in, a token a word out); upper
+// upper-cases a text; note keeps notes in the session's state.
 func testRegistry(g *gate) *agent.Registry {
 	r := agent.NewRegistry()
+	agent.DefineTool(r, "upper", "Upper-cases a text.", func(_ context.Context, in struct {
+		Text string `json:"text"`
+	}) (string, error) {
+		return strings.ToUpper(in.Text), nil
+	})
+	agent.DefineTool(r, "note", "Keeps a note in the session; answers the notes so far.", func(ctx context.Context, in struct {
+		Text string `json:"text"`
+	}) ([]string, error) {
+		s := agent.AnySessionFromContext(ctx)
+		if s == nil {
+			return nil, errors.New("no session")
+		}
+		defer s.LockUpdates()()
+		var st struct{ Notes []string }
+		if raw, err := s.CustomJSON(); err == nil {
+			json.Unmarshal(raw, &st)
+		}
+		st.Notes = append(st.Notes, in.Text)
+		raw, _ := json.Marshal(map[string]any{"notes": st.Notes})
+		return st.Notes, s.SetCustomJSON(raw)
+	})
 	agent.DefineModel(r, "test/echo", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
 		if len(req.Messages) == 0 {
 			return nil, fmt.Errorf("%w: no messages", agent.ErrInvalidInput)
 		}
 		last := req.Messages[len(req.Messages)-1]
+		answer := func(m *abi.Message) (*abi.GenerateResponse, error) {
+			out := len(strings.Fields(m.Text())) + len(m.ToolRequests())
+			return &abi.GenerateResponse{Message: m, FinishReason: abi.FinishStop,
+				Usage: &abi.GenerationUsage{InputTokens: len(req.Messages), OutputTokens: out, TotalTokens: len(req.Messages) + out}}, nil
+		}
 		if last.Role == abi.RoleTool {
 			out, _ := json.Marshal(last.ToolResponses()[0].Output)
-			return &abi.GenerateResponse{Message: abi.NewModelTextMessage("answer: " + string(out)), FinishReason: abi.FinishStop}, nil
+			return answer(abi.NewModelTextMessage("answer: " + string(out)))
 		}
 		if q, ok := strings.CutPrefix(last.Text(), "ask "); ok {
-			return &abi.GenerateResponse{Message: abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{
-				Name: "askUser", Ref: "q1", Input: map[string]any{"question": q}}))}, nil
+			return answer(abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{
+				Name: "askUser", Ref: "q1", Input: map[string]any{"question": q}})))
+		}
+		if rest, ok := strings.CutPrefix(last.Text(), "call "); ok {
+			name, input, _ := strings.Cut(rest, " ")
+			var in any
+			json.Unmarshal([]byte(input), &in)
+			if slices.ContainsFunc(req.Tools, func(d *abi.ToolDefinition) bool { return d.Name == name }) {
+				return answer(abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{Name: name, Ref: "c1", Input: in})))
+			}
+		}
+		if req.Output != nil && req.Output.Format == "json" {
+			// The text as it is, fenced as models fence JSON.
+			return answer(abi.NewModelTextMessage("```json\n" + last.Text() + "\n```"))
 		}
 		text := "echo: " + last.Text()
 		for _, w := range strings.SplitAfter(text, " ") {
@@ -66,7 +109,7 @@ func testRegistry(g *gate) *agent.Registry {
 				}
 			}
 		}
-		return &abi.GenerateResponse{Message: abi.NewModelTextMessage(text), FinishReason: abi.FinishStop}, nil
+		return answer(abi.NewModelTextMessage(text))
 	})
 	agent.DefineModel(r, "test/form", nil, formModel)
 	agent.DefineModel(r, "test/flood", nil, floodModel)
@@ -341,10 +384,137 @@ func TestInterruptAnsweredOverHTTP(t *testing.T) {
 	if !strings.Contains(last, `"finishReason":"interrupted"`) {
 		t.Fatalf("the turn did not end interrupted: %s", last)
 	}
+	// The pending request streams in a chunk of role tool, as Genkit's agents stream it.
+	pending := events[len(events)-3].data
+	if !strings.Contains(pending, `"role":"tool"`) || !strings.Contains(pending, `"interrupt":{"question":"your name?"}`) {
+		t.Errorf("the pending request streamed as %s", pending)
+	}
 	answer := map[string]any{"resume": map[string]any{"respond": []any{
 		map[string]any{"toolResponse": map[string]any{"name": "askUser", "ref": "q1", "output": "Ada"}}}}}
 	resp, events := ts.streamTurn(t, "echo", id, answer)
 	if resp.StatusCode != 200 || textOf(t, events) != `answer: "Ada"` {
 		t.Errorf("after the answer: %d %q", resp.StatusCode, textOf(t, events))
+	}
+}
+
+// Issue 28 over HTTP: a detached turn streams nothing and its answer names its pending
+// snapshot; the snapshot settles under its own ID; abort answers 200 with the status
+// the snapshot had (pending when it stopped the turn), or none for an unknown one.
+func TestDetachAndAbortOverHTTP(t *testing.T) {
+	ts := newTestServer(t)
+	id := ts.newSession(t, "gate", nil)
+	go func() { <-ts.gate.started; ts.gate.release <- struct{}{} }()
+	var first server.TurnResult
+	ts.do(t, "POST", "/api/agents/gate/sessions/"+id+"/turns", map[string]any{"text": "first"}, &first)
+
+	detach := func(text string) string {
+		t.Helper()
+		// Asking for events changes nothing: there are none.
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/api/agents/gate/sessions/"+id+"/turns",
+			strings.NewReader(`{"text": "`+text+`", "detach": true}`))
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var res server.TurnResult
+		if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("detach: %d %v", resp.StatusCode, err)
+		}
+		if len(res.Chunks) != 0 || res.FinishReason != "detached" || res.SnapshotID == "" || res.SessionID != id {
+			t.Fatalf("a detached turn answered %+v", res)
+		}
+		<-ts.gate.started // the turn runs on
+		return res.SnapshotID
+	}
+	abort := func(snapshot string) map[string]any {
+		t.Helper()
+		var out map[string]any
+		if resp := ts.do(t, "POST", "/api/agents/gate/snapshots/"+snapshot+"/abort", nil, &out); resp.StatusCode != http.StatusOK {
+			t.Fatalf("abort %s: %d %v", snapshot, resp.StatusCode, out)
+		}
+		return out
+	}
+	snapshot := func(id string) *deploy.Snapshot {
+		t.Helper()
+		var snap deploy.Snapshot
+		if resp := ts.do(t, "GET", "/api/agents/gate/snapshots/"+id, nil, &snap); resp.StatusCode != http.StatusOK {
+			t.Fatalf("snapshot %s: %d", id, resp.StatusCode)
+		}
+		return &snap
+	}
+
+	pending := detach("stop me")
+	if got := abort(pending); got["status"] != "pending" || got["snapshotId"] != pending {
+		t.Errorf("aborting a running turn: %v", got)
+	}
+	if got := abort(pending); got["status"] != "aborted" {
+		t.Errorf("aborting it again: %v", got)
+	}
+	if got := abort("no-such-snapshot"); got["snapshotId"] != "no-such-snapshot" || got["status"] != nil {
+		t.Errorf("aborting an unknown snapshot: %v", got)
+	}
+	if snap := snapshot(pending); snap.SnapshotID != pending || snap.Status != "aborted" || snap.ParentID != first.SnapshotID || len(snap.State.Messages) != 2 {
+		t.Errorf("the aborted snapshot: %+v", snap)
+	}
+
+	// The session goes on from it; a detached turn left to run settles completed, under
+	// its own ID.
+	go func() { <-ts.gate.started; ts.gate.release <- struct{}{} }()
+	var next server.TurnResult
+	if resp := ts.do(t, "POST", "/api/agents/gate/sessions/"+id+"/turns", map[string]any{"text": "after the abort"}, &next); resp.StatusCode != http.StatusOK || next.FinishReason != "stop" {
+		t.Fatalf("the turn after the abort: %d %+v", resp.StatusCode, next)
+	}
+	pending = detach("finish me")
+	ts.gate.release <- struct{}{}
+	deadline := time.Now().Add(10 * time.Second)
+	for snapshot(pending).Status == "pending" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if snap := snapshot(pending); snap.SnapshotID != pending || snap.Status != "completed" || snap.ParentID != next.SnapshotID || len(snap.State.Messages) != 6 {
+		t.Errorf("the settled snapshot: %+v", snap)
+	}
+	if got := abort(pending); got["status"] != "completed" {
+		t.Errorf("aborting a completed snapshot: %v", got)
+	}
+	var info server.SessionInfo
+	if ts.do(t, "GET", "/api/agents/gate/sessions/"+id, nil, &info); info.Snapshot == nil || info.Snapshot.SnapshotID != pending {
+		t.Errorf("the session's snapshot after the detached turn: %+v", info.Snapshot)
+	}
+}
+
+// Looking a session up after a branch answers the head the server considers current:
+// the branch's last snapshot, which the next turn by the session's ID continues.
+func TestSessionLookupAfterABranch(t *testing.T) {
+	ts := newTestServer(t)
+	id := ts.newSession(t, "echo", nil)
+	var one, two server.TurnResult
+	ts.do(t, "POST", "/api/agents/echo/sessions/"+id+"/turns", map[string]any{"text": "one"}, &one)
+	ts.do(t, "POST", "/api/agents/echo/sessions/"+id+"/turns", map[string]any{"text": "two"}, &two)
+	ts.do(t, "DELETE", "/api/agents/echo/sessions/"+id, nil, nil)
+	// Resume the first snapshot: a branch beside the second.
+	if got := ts.newSession(t, "echo", map[string]any{"snapshotId": one.SnapshotID}); got != id {
+		t.Fatalf("resumed as session %q", got)
+	}
+	var branch server.TurnResult
+	ts.do(t, "POST", "/api/agents/echo/sessions/"+id+"/turns", map[string]any{"text": "two again"}, &branch)
+	var info server.SessionInfo
+	ts.do(t, "GET", "/api/agents/echo/sessions/"+id, nil, &info)
+	if info.Snapshot == nil || info.Snapshot.SnapshotID != branch.SnapshotID || !info.Snapshot.Branch || info.Snapshot.ParentID != one.SnapshotID {
+		t.Fatalf("the session's snapshot after the branch: %+v, want %s", info.Snapshot, branch.SnapshotID)
+	}
+	// Closed and reopened by its ID, it continues the branch.
+	ts.do(t, "DELETE", "/api/agents/echo/sessions/"+id, nil, nil)
+	var next server.TurnResult
+	ts.do(t, "POST", "/api/agents/echo/sessions/"+id+"/turns", map[string]any{"text": "three"}, &next)
+	ts.do(t, "GET", "/api/agents/echo/sessions/"+id, nil, &info)
+	var texts []string
+	for _, m := range info.Snapshot.State.Messages {
+		texts = append(texts, m.Text())
+	}
+	if want := "one|echo: one|two again|echo: two again|three|echo: three"; strings.Join(texts, "|") != want {
+		t.Errorf("after the branch the session holds %q, want %q", texts, want)
 	}
 }

@@ -56,6 +56,8 @@ type sessions struct {
 	// limits are the quotas of the turns of tenants' agents; an agent without one has
 	// none.
 	limits map[*deploy.Agent]*tenant.Limiter
+	// tenants are the tenants of tenants' agents, for the log.
+	tenants map[*deploy.Agent]string
 
 	mu       sync.Mutex
 	open     map[sessionKey]*live
@@ -71,7 +73,8 @@ type sessions struct {
 }
 
 func newSessions(base context.Context, m *metrics, log *slog.Logger) *sessions {
-	return &sessions{base: base, metrics: m, log: log, open: map[sessionKey]*live{}, limits: map[*deploy.Agent]*tenant.Limiter{}}
+	return &sessions{base: base, metrics: m, log: log, open: map[sessionKey]*live{}, limits: map[*deploy.Agent]*tenant.Limiter{},
+		tenants: map[*deploy.Agent]string{}}
 }
 
 // initIDs are the IDs an init names, read before connecting.
@@ -260,13 +263,14 @@ func (s *sessions) admit(ctx context.Context, a *deploy.Agent) (done func(), err
 // turn runs one turn on an open session, admitted with done: it sends the input and
 // hands every chunk of the turn to emit. Once emit fails (the client left), the turn
 // still runs to its end, unseen, so that it is snapshotted as usual. A second turn at
-// once is ErrSessionBusy.
-func (s *sessions) turn(l *live, done func(), in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
+// once is ErrSessionBusy. out is the connection's output when the turn ended it
+// without an error (a detach).
+func (s *sessions) turn(l *live, done func(), in *session.SessionFlowInput, emit func(*session.AnyChunk) error) (out *session.AnyOutput, err error) {
 	if err := s.claim(l, done); err != nil {
-		return err
+		return nil, err
 	}
-	_, err := s.run(l, in, emit)
-	return err
+	_, out, err = s.run(l, in, emit)
+	return out, err
 }
 
 // claim marks the session as running a turn admitted with done, or fails with
@@ -292,14 +296,23 @@ func (s *sessions) claim(l *live, done func()) error {
 }
 
 // run runs the turn claimed on the session, and reports whether the session's
-// connection ended with it (detached, halted, failed or cancelled). The turn's last
-// chunk (EndTurn) is handed to emit only once the session is free again, so a client
-// that answers it with the next turn at once never finds the session busy.
-func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) (ended bool, err error) {
+// connection ended with it (detached, halted, cancelled, or failed beyond a turn) and,
+// when it ended without an error, its output. The turn's last chunk (EndTurn) is handed
+// to emit only once the session is free again, so a client that answers it with the
+// next turn at once never finds the session busy. A failed turn is an outcome, not an
+// error: it ends with its EndTurn chunk (finish reason failed, and the error), is
+// logged and counted by code, and the connection goes on. A turn the client cancelled
+// ends with an EndTurn chunk of finish reason aborted.
+func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) (ended bool, out *session.AnyOutput, err error) {
 	start := time.Now()
 	listening := true
 	var last *session.AnyChunk
 	snapshot := "" // the last one the turn created
+	forward := func(c *session.AnyChunk) {
+		if listening && emit(c) != nil {
+			listening = false
+		}
+	}
 	finished := false
 	defer func() {
 		if !finished {
@@ -310,7 +323,7 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 			s.release(l, "")
 		}
 	}()
-	err = s.runTurn(l, in, func(c *session.AnyChunk) error {
+	out, err = s.runTurn(l, in, func(c *session.AnyChunk) error {
 		if c.SnapshotCreated != "" {
 			snapshot = c.SnapshotCreated
 			l.mu.Lock()
@@ -318,35 +331,40 @@ func (s *sessions) run(l *live, in *session.SessionFlowInput, emit func(*session
 			l.mu.Unlock()
 		}
 		if c.EndTurn {
-			if c.FinishReason == session.FinishDetached {
-				// Detached by its client or by a drain: the turn runs on in this
-				// process, its pending snapshot the last one streamed.
-				l.mu.Lock()
-				pending := l.head
-				l.mu.Unlock()
-				s.trackDetached(l.agent, pending)
-			}
 			last = c
 			return nil
 		}
-		if listening && emit(c) != nil {
-			listening = false
-		}
+		forward(c)
 		return nil
 	})
 	finished = true
-	s.metrics.turn(s.base, l.agent.Name, start, err)
+	detached := "" // the pending snapshot of a turn going on in the background
+	if out != nil && out.FinishReason == session.FinishDetached {
+		// Detached by its client or by a drain: the turn runs on in this process until
+		// it settles its pending snapshot.
+		detached = out.SnapshotID
+		s.trackDetached(l.agent, detached)
+		if !in.Detach {
+			// A drain detached it: its client, still reading, learns the pending
+			// snapshot as the turn's end (a client's own detach is answered with it).
+			forward(&session.AnyChunk{SnapshotCreated: detached})
+			last = &session.AnyChunk{EndTurn: true, FinishReason: session.FinishDetached}
+		}
+	}
+	if errors.Is(err, ErrCancelled) {
+		// The client's doing: the turn is aborted, not failed, and the session resumes
+		// from its last snapshot.
+		last, err = &session.AnyChunk{EndTurn: true, FinishReason: session.FinishAborted}, nil
+	}
+	s.account(l, start, last, snapshot, err)
 	// Read while the turn holds the session: once it is free, get may close the
 	// connection in favour of a newer head, which does not end the session.
 	ended = l.ctx.Err() != nil
-	if last == nil || last.FinishReason != session.FinishDetached {
-		snapshot = ""
-	}
-	s.release(l, snapshot)
+	s.release(l, detached)
 	if last != nil && listening {
 		emit(last)
 	}
-	return ended, err
+	return ended, out, err
 }
 
 // errTurnPanicked is the cause with which a session is closed when serving its turn
@@ -398,22 +416,57 @@ func (s *sessions) recoverGoroutine(what string, args ...any) {
 	}
 }
 
+// account records a turn's outcome in the metrics and, for a failed turn, in the log:
+// one line naming the tenant, agent, session, the failed turn's snapshot, the error's
+// code and the model, tool or handler that raised it, and how long the turn took. The
+// error's message is not logged: it may quote the user's input or a tool's output.
+func (s *sessions) account(l *live, start time.Time, last *session.AnyChunk, snapshot string, err error) {
+	d := time.Since(start)
+	var failure *session.TurnError
+	if err == nil && last != nil && last.FinishReason == session.FinishFailed {
+		failure = last.Error
+	}
+	aborted := err == nil && last != nil && last.FinishReason == session.FinishAborted
+	s.metrics.turn(s.base, l.agent.Name, d, failure, aborted, err)
+	if failure == nil {
+		return
+	}
+	attrs := []any{"agent", l.agent.Name, "session", l.id, "snapshot", snapshot, "code", failure.Code, "duration", d}
+	if t := s.tenants[l.agent]; t != "" {
+		attrs = append(attrs, "tenant", t)
+	}
+	for _, a := range [][2]string{{"model", failure.Model}, {"tool", failure.Tool}, {"handler", failure.Handler}} {
+		if a[1] != "" {
+			attrs = append(attrs, a[0], a[1])
+		}
+	}
+	s.log.ErrorContext(s.base, "turn failed", attrs...)
+}
+
 // runTurn sends the input and hands the turn's chunks to emit, reading them all
-// whatever emit says.
-func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) error {
+// whatever emit says. It returns the error of a refused turn (its chunk's, before the
+// EndTurn chunk) or of the connection; a failed turn's is on its EndTurn chunk. When
+// the turn ended the connection without an error (a detach), it returns its output.
+func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*session.AnyChunk) error) (out *session.AnyOutput, err error) {
 	l.mu.Lock()
 	l.streaming, l.detach = true, nil
 	l.mu.Unlock()
-	sawDetached := false // the turn's stream ended detached
 	ended := func() {
-		s.awaitDetach(l, sawDetached)
+		select {
+		case <-l.conn.Done():
+			// Detached, halted, failed or cancelled: the connection is over.
+			if o, err := l.conn.Output(); err == nil {
+				out = o
+			}
+		default:
+		}
+		s.awaitDetach(l, out != nil && out.FinishReason == session.FinishDetached)
 		select {
 		case <-l.conn.Done():
 		case <-l.ctx.Done():
 		default:
 			return
 		}
-		// Detached, halted, failed or cancelled: the connection is over.
 		s.remove(l)
 		l.cancel(nil)
 	}
@@ -422,22 +475,21 @@ func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*ses
 		if cause := context.Cause(l.ctx); cause != nil {
 			err = cause
 		}
-		return err
+		return out, err
 	}
 	var refused error
 	for c, err := range l.conn.Receive() {
 		if c == nil {
 			ended()
-			return err
+			return out, err
 		}
-		if err != nil && refused == nil {
+		if err != nil && !c.EndTurn && refused == nil {
 			refused = err
 		}
-		sawDetached = sawDetached || c.EndTurn && c.FinishReason == session.FinishDetached
 		emit(c)
 	}
 	ended()
-	return refused
+	return out, refused
 }
 
 // cancelTurn ends the session's running turn, and with it the session's connection:

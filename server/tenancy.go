@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
@@ -98,6 +99,10 @@ func (s *Server) authenticate(next http.Handler, keyOf func(*http.Request) strin
 		if err != nil {
 			s.log.WarnContext(r.Context(), "request refused: no valid API key", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="terrarium"`)
+			if strings.HasPrefix(r.URL.Path, "/v1/") {
+				openAIError(w, r, ErrUnauthenticated) // what OpenAI clients read
+				return
+			}
 			writeJSON(w, http.StatusUnauthorized, &abi.Error{Code: "unauthenticated", Message: ErrUnauthenticated.Error()})
 			return
 		}

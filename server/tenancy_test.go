@@ -91,8 +91,8 @@ func newTenantServerOf(t testing.TB, tenantsFile string) *tenantServer {
 	}
 	dir := t.TempDir()
 	for name, src := range map[string]string{
-		"echo.yaml": "name: echo\nmodel: {name: test/echo}\ntools: [askUser]\n",
-		"gate.yaml": "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
+		"echo.yaml": "name: echo\nmodel: {name: test/echo}\ntools: [askUser, note]\n",
+		"gate.yaml": "name: gate\nmodel: {name: test/gate}\ntools: [upper]\nsnapshots: {store: memory}\n",
 		"work.yaml": "name: work\nmodel: {name: test/work}\nsnapshots: {store: memory}\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
@@ -191,12 +191,16 @@ func TestTenantCannotReachAnotherTenantsSessions(t *testing.T) {
 		{"POST", "/api/agents/echo/sessions/" + id + "/cancel", nil},
 		{"GET", "/api/agents/echo/sessions/" + id + "/snapshots", nil},
 		{"GET", "/api/agents/echo/snapshots/" + snap, nil},
-		{"POST", "/api/agents/echo/snapshots/" + snap + "/abort", nil},
 		{"DELETE", "/api/agents/echo/sessions/" + id, nil},
 	} {
 		if resp := ts.call(t, b, c.method, c.path, c.body, nil); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("b: %s %s: %d, want 404", c.method, c.path, resp.StatusCode)
 		}
+	}
+	// Abort answers an unknown snapshot with no status, as Genkit's: a's is unknown to b.
+	var aborted map[string]any
+	if resp := ts.call(t, b, "POST", "/api/agents/echo/snapshots/"+snap+"/abort", nil, &aborted); resp.StatusCode != http.StatusOK || aborted["status"] != nil {
+		t.Errorf("b aborting a's snapshot: %d %v, want 200 and no status", resp.StatusCode, aborted)
 	}
 	// Resuming a's session from its snapshot, as a new session of b's, finds nothing.
 	if resp := ts.call(t, b, "POST", "/api/agents/echo/sessions", map[string]any{"snapshotId": snap}, nil); resp.StatusCode != http.StatusNotFound {
@@ -235,6 +239,12 @@ func TestTenantKeysAreRequiredAndScoped(t *testing.T) {
 	if resp := ts.call(t, "", "GET", "/healthz", nil, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("/healthz without a key: %d", resp.StatusCode)
 	}
+	// OpenAI's clients read OpenAI's error.
+	var e openAIError
+	if resp := ts.call(t, "nonsense", "POST", "/v1/chat/completions", map[string]any{}, &e); resp.StatusCode != http.StatusUnauthorized ||
+		e.Error.Code != "invalid_api_key" || e.Error.Type != "invalid_request_error" {
+		t.Errorf("a bad key on /v1: %d %+v", resp.StatusCode, e)
+	}
 
 	var made server.NewKey
 	if resp := ts.call(t, adminKey, "POST", "/admin/tenants/a/keys", server.KeyRequest{Agents: []string{"gate"}}, &made); resp.StatusCode != http.StatusCreated {
@@ -249,8 +259,17 @@ func TestTenantKeysAreRequiredAndScoped(t *testing.T) {
 		t.Errorf("a key narrowed to gate reads echo: %d", resp.StatusCode)
 	}
 	chat := map[string]any{"model": "echo", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}
-	if resp := ts.call(t, made.Key, "POST", "/v1/chat/completions", chat, nil); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("a key narrowed to gate chats with echo: %d", resp.StatusCode)
+	if resp := ts.call(t, made.Key, "POST", "/v1/chat/completions", chat, &e); resp.StatusCode != http.StatusNotFound || e.Error.Code != "model_not_found" {
+		t.Errorf("a key narrowed to gate chats with echo: %d %+v", resp.StatusCode, e)
+	}
+	var models struct{ Data []struct{ ID string } }
+	ts.call(t, made.Key, "GET", "/v1/models", nil, &models)
+	if len(models.Data) != 1 || models.Data[0].ID != "gate" {
+		t.Errorf("a key narrowed to gate lists the models %+v", models.Data)
+	}
+	ts.call(t, ts.key["a"], "GET", "/v1/models", nil, &models)
+	if len(models.Data) != 3 {
+		t.Errorf("a's key lists the models %+v, want its three agents", models.Data)
 	}
 	if resp := ts.call(t, ts.key["a"], "POST", "/v1/chat/completions", chat, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("a's key chats with echo: %d", resp.StatusCode)
@@ -310,10 +329,12 @@ func TestTenantQuotas(t *testing.T) {
 	}
 
 	// b may start one turn a minute: its second is refused until the minute is over.
+	var oe openAIError
 	resp = ts.call(t, b, "POST", "/v1/chat/completions", map[string]any{"model": "echo",
-		"messages": []any{map[string]any{"role": "user", "content": "hi"}}}, nil)
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != fmt.Sprint(60) {
-		t.Errorf("b's second turn in a minute: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+		"messages": []any{map[string]any{"role": "user", "content": "hi"}}}, &oe)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != fmt.Sprint(60) ||
+		oe.Error.Type != "requests" || oe.Error.Code != "rate_limit_exceeded" {
+		t.Errorf("b's second turn in a minute: %d, Retry-After %q, %+v", resp.StatusCode, resp.Header.Get("Retry-After"), oe)
 	}
 }
 

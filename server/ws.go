@@ -28,11 +28,20 @@ import (
 //
 //	{"type": "session", "sessionId": "...", "agent": "..."}   first, once
 //	{"type": "chunk", "chunk": <stream chunk>}                each chunk of a turn; the
-//	                                                          last has "endTurn": true
+//	                                                          last has "endTurn": true,
+//	                                                          its finishReason, and for
+//	                                                          a failed turn its error
+//	{"type": "detached", "sessionId": "...", "snapshotId": "..."}
+//	                                                          a detached turn's pending
+//	                                                          snapshot; the socket ends
 //	{"type": "error", "error": {"code": "...", "message": "..."}}
 //
+// A failed turn (finish reason failed: its model, a tool or a handler failed) leaves
+// the socket open for the next turn, which continues from the state before it; so
+// does a cancelled one (finish reason aborted) of an agent that keeps its sessions.
 // The client sends turns, one at a time, as the HTTP API's TurnRequest ({"text": ...},
-// {"messages": [...]}, {"resume": {...}}, "detach": true), or {"cancel": true} to
+// {"messages": [...]}, {"resume": {...}}, "detach": true, "customPatches": true to
+// stream the turn's custom-state changes), or {"cancel": true} to
 // cancel the running turn. A client offering subprotocols offers terrarium.v1 (the
 // server picks it); a browser, which cannot set the Authorization header on a
 // WebSocket, offers its API key as a second one, bearer.<key>, never echoed. A turn sent while one runs is answered with the error
@@ -44,11 +53,13 @@ import (
 type (
 	// WSMessage is what the server sends on a WebSocket.
 	WSMessage struct {
-		Type      string            `json:"type"`
-		SessionID string            `json:"sessionId,omitempty"`
-		Agent     string            `json:"agent,omitempty"`
-		Chunk     *session.AnyChunk `json:"chunk,omitempty"`
-		Error     *abi.Error        `json:"error,omitempty"`
+		Type      string `json:"type"`
+		SessionID string `json:"sessionId,omitempty"`
+		// SnapshotID is a detached turn's pending snapshot (type detached).
+		SnapshotID string            `json:"snapshotId,omitempty"`
+		Agent      string            `json:"agent,omitempty"`
+		Chunk      *session.AnyChunk `json:"chunk,omitempty"`
+		Error      *abi.Error        `json:"error,omitempty"`
 	}
 	// WSRequest is what a client sends on a WebSocket: a turn, or a cancel.
 	WSRequest struct {
@@ -217,27 +228,43 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		go func(l *live) {
 			defer turns.Done()
 			defer ws.recover(s.log, "running a turn on a WebSocket", "agent", a.Name, "session", l.id)
-			ended, err := s.sessions.run(l, in, func(c *session.AnyChunk) error {
+			aborted := false
+			ended, out, err := s.sessions.run(l, in, func(c *session.AnyChunk) error {
+				aborted = c.EndTurn && c.FinishReason == session.FinishAborted
 				return ws.send(WSMessage{Type: "chunk", Chunk: c})
 			})
 			var te *session.TurnError
 			if err != nil && !errors.As(err, &te) {
-				// A refusal is in its chunk already; anything else ends the turn here.
+				// A refusal is in its chunk already, a failed turn in its EndTurn
+				// chunk; anything else ends the turn here.
 				ws.fail(err)
 			}
 			switch {
 			case ws.endTurn():
 				// The server drains: the socket closed, telling the client to
 				// reconnect, which the load balancer sends to another host.
-			case ended && errors.Is(err, session.ErrConflict):
-				// Another host continued the session first: the socket stays, and its
-				// next turn follows the session from the store's head.
+			case out != nil && out.FinishReason == session.FinishDetached:
+				// A detached turn streams nothing: the socket is told its pending
+				// snapshot, and ends with the session's connection.
+				ws.send(WSMessage{Type: "detached", SessionID: out.SessionID, SnapshotID: out.SnapshotID})
+				c.Close(websocket.StatusNormalClosure, "the session ended")
+			case ended && errors.Is(err, session.ErrConflict), ended && aborted && kept(ws.ctx, l):
+				// Another host continued the session first, or the client cancelled the
+				// turn: the socket stays, and its next turn follows the session from the
+				// store's head.
 			case ended:
-				// Detached, halted, cancelled: so is the socket.
+				// Halted, or cancelled where nothing of the session is kept: so is the
+				// socket.
 				c.Close(websocket.StatusNormalClosure, "the session ended")
 			}
 		}(l)
 	}
+}
+
+// kept reports whether the session's agent keeps something of it, to reopen it from.
+func kept(ctx context.Context, l *live) bool {
+	ok, err := l.agent.HasSession(ctx, l.id)
+	return ok && err == nil
 }
 
 // wsConn is a WebSocket being served: its messages are written one at a time, each

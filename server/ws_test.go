@@ -11,7 +11,8 @@ import (
 )
 
 type wsClient struct {
-	c         *websocket.Conn
+	c *websocket.Conn
+	// sessionID is the socket's session, from the server's first message.
 	sessionID string
 }
 
@@ -126,21 +127,54 @@ func TestWebSocketPicksItsSubprotocol(t *testing.T) {
 	}
 }
 
-// A turn that ends the session's connection (here, cancelled) ends the socket too.
-func TestWebSocketClosesWhenTheSessionEnds(t *testing.T) {
+// A cancelled turn ends aborted, and the socket stays for the next turn, which goes on
+// from the session's last snapshot.
+func TestWebSocketAfterACancel(t *testing.T) {
 	ts := newTestServer(t)
 	w := dialWS(t, ts, "gate", "")
+	go func() { <-ts.gate.started; ts.gate.release <- struct{}{} }()
+	w.turn(t, "first")
 	w.send(t, map[string]any{"text": "held"})
 	<-ts.gate.started
 	w.send(t, map[string]any{"cancel": true})
 	for {
+		m := w.next(t)
+		if m.Type != "chunk" {
+			t.Fatalf("after the cancel: %s %+v", m.Type, m.Error)
+		}
+		if m.Chunk.EndTurn {
+			if m.Chunk.FinishReason != "aborted" || m.Chunk.Error != nil {
+				t.Errorf("the cancelled turn ended %+v", m.Chunk)
+			}
+			break
+		}
+	}
+	go func() { <-ts.gate.started; ts.gate.release <- struct{}{} }()
+	if got := w.turn(t, "again"); got != "released" {
+		t.Errorf("the turn after the cancel answered %q", got)
+	}
+}
+
+// A turn that ends the session's connection (here, detached) ends the socket too,
+// once it names the pending snapshot: a detached turn streams nothing.
+func TestWebSocketClosesWhenTheSessionEnds(t *testing.T) {
+	ts := newTestServer(t)
+	w := dialWS(t, ts, "gate", "")
+	w.send(t, map[string]any{"text": "in the background", "detach": true})
+	if m := w.next(t); m.Type != "detached" || m.SnapshotID == "" || m.SessionID == "" {
+		t.Fatalf("a detached turn's message: %+v", m)
+	}
+	<-ts.gate.started
+	for {
 		_, _, err := w.c.Read(t.Context())
 		if err == nil {
+			t.Error("the socket sent more after the detach")
 			continue
 		}
 		if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
 			t.Fatalf("the socket ended with %v, want a normal closure", err)
 		}
-		return
+		break
 	}
+	ts.gate.release <- struct{}{}
 }

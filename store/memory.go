@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -47,6 +48,18 @@ type memRecord struct {
 	seq uint64
 	// next is the non-branch record that continued this one in its session.
 	next string
+	// outcome is what Settle recorded, nil before; written under the session's lock,
+	// read without it.
+	outcome atomic.Pointer[[]byte]
+}
+
+// record returns a copy of the record with its outcome.
+func (mr *memRecord) record() Record {
+	r := copyRecord(mr.rec)
+	if o := mr.outcome.Load(); o != nil {
+		r.Outcome = clone(*o)
+	}
+	return r
 }
 
 // memSession holds a session's records sorted by (Turn, seq), so Records is a copy
@@ -144,11 +157,8 @@ func (m *Memory) Commit(ctx context.Context, ns string, rec Record, blobs []Blob
 	}
 	// Copy before taking the lock: the copies are needed anyway and the lock is then
 	// held only for map updates.
-	rec.Data = clone(rec.Data)
-	owned := make([]Blob, len(blobs))
-	for i, b := range blobs {
-		owned[i] = Blob{Key: b.Key, Data: clone(b.Data)}
-	}
+	rec.Data, rec.Outcome = clone(rec.Data), nil
+	owned := cloneBlobs(blobs)
 
 	v, _ := m.spaces.LoadOrStore(ns, &memSpace{})
 	sp := v.(*memSpace)
@@ -165,12 +175,7 @@ func (m *Memory) Commit(ctx context.Context, ns string, rec Record, blobs []Blob
 		}
 	}
 	// Blobs before the record, so that a reader finding the record finds its blobs.
-	for _, b := range owned {
-		if _, loaded := sp.blobs.LoadOrStore(b.Key, b.Data); !loaded {
-			sp.nBlobs.Add(1)
-			sp.bytes.Add(int64(len(b.Key) + len(b.Data)))
-		}
-	}
+	sp.storeBlobs(owned)
 	ss.seq++
 	mr := &memRecord{rec: rec, seq: ss.seq}
 	if _, loaded := sp.records.LoadOrStore(rec.ID, mr); loaded {
@@ -205,6 +210,64 @@ func (m *Memory) Commit(ctx context.Context, ns string, rec Record, blobs []Blob
 	return nil
 }
 
+// storeBlobs stores the blobs not stored yet.
+func (sp *memSpace) storeBlobs(blobs []Blob) {
+	for _, b := range blobs {
+		if _, loaded := sp.blobs.LoadOrStore(b.Key, b.Data); !loaded {
+			sp.nBlobs.Add(1)
+			sp.bytes.Add(int64(len(b.Key) + len(b.Data)))
+		}
+	}
+}
+
+// cloneBlobs copies blobs and their data.
+func cloneBlobs(blobs []Blob) []Blob {
+	owned := make([]Blob, len(blobs))
+	for i, b := range blobs {
+		owned[i] = Blob{Key: b.Key, Data: clone(b.Data)}
+	}
+	return owned
+}
+
+// Settle implements Store.
+func (m *Memory) Settle(ctx context.Context, ns, id string, outcome []byte, blobs []Blob) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := CheckSettle(ns, id, outcome, blobs); err != nil {
+		return err
+	}
+	if m.closed.Load() {
+		return fmt.Errorf("settle record %q: %w", id, ErrClosed)
+	}
+	sp := m.space(ns)
+	var mr *memRecord
+	if sp != nil {
+		if v, ok := sp.records.Load(id); ok {
+			mr = v.(*memRecord)
+		}
+	}
+	if mr == nil {
+		return fmt.Errorf("settle record %q in namespace %q: %w", id, ns, ErrNotFound)
+	}
+	outcome, owned := clone(outcome), cloneBlobs(blobs)
+	v, _ := sp.sessions.Load(mr.rec.Session)
+	ss := v.(*memSession)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if prev := mr.outcome.Load(); prev != nil {
+		if bytes.Equal(*prev, outcome) {
+			return nil
+		}
+		return fmt.Errorf("settle record %q in namespace %q: %w: it was settled already", id, ns, ErrConflict)
+	}
+	// Blobs before the outcome, so that a reader finding the outcome finds its blobs.
+	sp.storeBlobs(owned)
+	mr.outcome.Store(&outcome)
+	sp.bytes.Add(int64(len(outcome)))
+	return nil
+}
+
 // Record implements Store.
 func (m *Memory) Record(ctx context.Context, ns, id string) (Record, error) {
 	if err := ctx.Err(); err != nil {
@@ -218,7 +281,7 @@ func (m *Memory) Record(ctx context.Context, ns, id string) (Record, error) {
 	}
 	if sp := m.space(ns); sp != nil {
 		if mr, ok := sp.records.Load(id); ok {
-			return copyRecord(mr.(*memRecord).rec), nil
+			return mr.(*memRecord).record(), nil
 		}
 	}
 	return Record{}, fmt.Errorf("record %q in namespace %q: %w", id, ns, ErrNotFound)
@@ -243,7 +306,7 @@ func (m *Memory) Records(ctx context.Context, ns, session string) ([]Record, err
 	defer ss.mu.RUnlock()
 	out := make([]Record, len(ss.order))
 	for i, mr := range ss.order {
-		out[i] = copyRecord(mr.rec)
+		out[i] = mr.record()
 	}
 	return out, nil
 }
@@ -265,7 +328,7 @@ func (m *Memory) Head(ctx context.Context, ns, session string) (Record, error) {
 		// A session is created by the commit of its first record, which may yet
 		// store none (see hasRecords).
 		if ss.latest != nil {
-			return copyRecord(ss.latest.rec), nil
+			return ss.latest.record(), nil
 		}
 	}
 	return Record{}, fmt.Errorf("head of session %q in namespace %q: %w", session, ns, ErrNotFound)
@@ -383,6 +446,23 @@ func CheckCommit(ns string, rec Record, blobs []Blob) error {
 	}
 	if len(rec.Parent) > MaxNameLen {
 		return fmt.Errorf("parent: %w: name of %d bytes (limit %d)", ErrInvalid, len(rec.Parent), MaxNameLen)
+	}
+	for i, b := range blobs {
+		if err := CheckNames(b.Key); err != nil {
+			return fmt.Errorf("blob %d key: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// CheckSettle validates a Settle's names and outcome before anything is written, as
+// CheckCommit does for Commit. Implementations call it first.
+func CheckSettle(ns, id string, outcome []byte, blobs []Blob) error {
+	if err := CheckNamed("namespace", ns, "record ID", id); err != nil {
+		return err
+	}
+	if len(outcome) == 0 {
+		return fmt.Errorf("outcome: %w: empty", ErrInvalid)
 	}
 	for i, b := range blobs {
 		if err := CheckNames(b.Key); err != nil {

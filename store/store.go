@@ -44,6 +44,17 @@ type Store interface {
 	// wrapping ErrNotFound.
 	Head(ctx context.Context, ns, session string) (Record, error)
 
+	// Settle records the outcome of a committed record: what became of it after its
+	// commit, which its ID (a content address of its data) cannot cover. A snapshot
+	// whose turn goes on in the background is committed pending and settled when the
+	// turn ends. The outcome and its blobs are written atomically and durably. A record
+	// is settled once: settling it again with other data fails with an error wrapping
+	// ErrConflict and writes nothing; with the same data it changes nothing and returns
+	// nil, so retrying a settle whose first attempt's fate is unknown is safe. An
+	// unknown record is an error wrapping ErrNotFound; an empty outcome is ErrInvalid.
+	// Settling leaves the session's head and line as they were.
+	Settle(ctx context.Context, ns, id string, outcome []byte, blobs []Blob) error
+
 	// Blob returns the blob stored under key, or an error wrapping ErrNotFound.
 	Blob(ctx context.Context, ns, key string) ([]byte, error)
 
@@ -108,6 +119,9 @@ type Record struct {
 	Turn int
 	// Data is the record itself, opaque to the store.
 	Data []byte
+	// Outcome is what Settle recorded for the record, opaque to the store: nil until
+	// the record is settled. Commit ignores it.
+	Outcome []byte
 }
 
 // Blob is a piece of content stored under its content address.

@@ -101,8 +101,13 @@ func (a *Agent) flowTurn(ctx context.Context, resp *session.Responder[Status], s
 // checkInput accepts a turn of user messages only: the conversation's other messages
 // are the agent's own.
 func checkInput(in *session.SessionFlowInput) error {
-	if in.Resume != nil {
+	switch {
+	case in.Resume != nil:
 		return fmt.Errorf("routes: %w: a routed flow has no interrupted tool requests to resume", agent.ErrInvalidInput)
+	case len(in.Tools) > 0:
+		return fmt.Errorf("routes: %w: a routed flow takes no client tools: its routes decide its tools", agent.ErrInvalidInput)
+	case in.Output != nil:
+		return fmt.Errorf("routes: %w: a routed flow's answers are its routes': it takes no output format", agent.ErrInvalidInput)
 	}
 	if len(in.Messages) == 0 {
 		return fmt.Errorf("routes: %w: a turn needs a user message", agent.ErrInvalidInput)

@@ -93,8 +93,12 @@ func TestFlowKeepsTheStateInSnapshotsAndResumesMidRoute(t *testing.T) {
 		t.Errorf("the resumed turn lost the data:\n%s", sys)
 	}
 	out, err := func() (*session.SessionFlowOutput[routes.State], error) { conn.Close(); return conn.Output() }()
-	if err != nil || out.State.Custom.DataFor("flight")["destination"] != "Oslo" {
-		t.Errorf("output %+v, %v", out, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The store keeps the session: the output names the snapshot that holds it.
+	if last, err := snaps.GetSnapshot(t.Context(), out.SnapshotID); err != nil || last.State.Custom.DataFor("flight")["destination"] != "Oslo" {
+		t.Errorf("output %+v, its snapshot %+v, %v", out, last, err)
 	}
 }
 
@@ -155,17 +159,25 @@ func TestFlowRefusesInvalidDataAndKeepsTheSession(t *testing.T) {
 	}
 
 	conn, _ = flow.StreamBidi(t.Context())
-	if err := conn.Send(&session.SessionFlowInput{Messages: []*abi.Message{abi.NewModelTextMessage("forged")}}); err != nil {
-		t.Fatal(err)
-	}
-	var turnErr error
-	for _, err := range conn.Receive() {
-		if err != nil {
-			turnErr = err
+	user := []*abi.Message{abi.NewUserTextMessage("hi")}
+	for name, in := range map[string]*session.SessionFlowInput{
+		"a model message as input": {Messages: []*abi.Message{abi.NewModelTextMessage("forged")}},
+		// A route decides its tools and its answers: a client's are refused.
+		"client tools":     {Messages: user, Tools: []*abi.ToolDefinition{{Name: "lookup"}}},
+		"an output format": {Messages: user, Output: &abi.GenerateActionOutputConfig{Format: "json"}},
+	} {
+		if err := conn.Send(in); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !errors.Is(turnErr, agent.ErrInvalidInput) {
-		t.Errorf("a model message as input: %v", turnErr)
+		var turnErr error
+		for _, err := range conn.Receive() {
+			if err != nil {
+				turnErr = err
+			}
+		}
+		if !errors.Is(turnErr, agent.ErrInvalidInput) {
+			t.Errorf("%s: %v", name, turnErr)
+		}
 	}
 	conn.Close()
 	conn.Output()

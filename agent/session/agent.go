@@ -33,6 +33,8 @@ type agentConfig[State any] struct {
 	flow     flowConfig[State]
 	settings []agent.CommonOption
 	base     *basePrompt
+	// noClientTools refuses turns that bring tools of their own (WithClientTools).
+	noClientTools bool
 }
 
 // basePrompt is a PromptRenderer with its input type erased.
@@ -88,6 +90,16 @@ func WithBasePrompt[State, In any](p PromptRenderer[In], input In) AgentOption[S
 	})
 }
 
+// WithClientTools says whether the agent offers its model the tools a turn's input
+// brings (SessionFlowInput.Tools), which it does by default; false refuses such a
+// turn, naming the agent.
+func WithClientTools[State any](allowed bool) AgentOption[State] {
+	return agentFunc[State](func(c *agentConfig[State]) error {
+		c.noClientTools = !allowed
+		return nil
+	})
+}
+
 // convertInput turns a stored prompt input (after a resume, decoded JSON) into In.
 func convertInput[In any](stored any) (In, error) {
 	var in In
@@ -130,29 +142,38 @@ func DefineAgent[Stream, State any](r *agent.Registry, name string, opts ...Agen
 	if err != nil {
 		panic(fmt.Sprintf("session: agent %q: %v", name, err))
 	}
-	a := &agentLoop[Stream, State]{reg: r, base: cfg.base, initial: settings.Messages, handlers: cfg.flow.handlers}
+	a := &agentLoop[Stream, State]{name: name, reg: r, base: cfg.base, initial: settings.Messages, handlers: cfg.flow.handlers,
+		noClientTools: cfg.noClientTools}
 	if settings.System != "" {
 		a.system = abi.NewSystemTextMessage(settings.System)
 	}
 	settings.System, settings.Messages = "", nil
+	if settings.ToolErrors == "" && (cfg.base == nil || cfg.base.settings().ToolErrors == "") {
+		// An agent's model is told of a failing tool, to correct itself, unless the
+		// agent or its prompt says otherwise: a turn is a conversation's, not one call's.
+		settings.ToolErrors = agent.ToolErrorsToModel
+	}
 	a.settings = settings
 	if err := a.checkPrompt(); err != nil {
 		panic(fmt.Sprintf("session: agent %q: %v", name, err))
 	}
 	f := newSessionFlow(name, a.run, cfg.flow)
+	f.setup = a.setup
 	f.register(r)
 	return f
 }
 
 type agentLoop[Stream, State any] struct {
+	name     string
 	reg      *agent.Registry
 	base     *basePrompt
 	settings *agent.Settings // without System and Messages, kept below
 	initial  []*abi.Message
 	// system is the system message of WithGenerateOpts(WithSystem(...)): it replaces the
 	// base prompt's system messages.
-	system   *abi.Message
-	handlers []agent.Handler
+	system        *abi.Message
+	handlers      []agent.Handler
+	noClientTools bool
 }
 
 // checkPrompt renders the base prompt as a first turn would, with its default input
@@ -199,17 +220,27 @@ func probe(s map[string]any) any {
 	return nil
 }
 
-func (a *agentLoop[Stream, State]) run(ctx context.Context, inCh <-chan *SessionFlowInput, resp *Responder[Stream], params *SessionFlowParams[Stream, State]) error {
-	sess := params.Session
-	fresh := sess.SnapshotID() == "" && params.Init.State == nil
+// setup gives a new session the agent's initial context, and any session without a
+// prompt input the default one.
+func (a *agentLoop[Stream, State]) setup(sess *Session[State], init *SessionFlowInit[State]) {
+	fresh := sess.SnapshotID() == "" && init.State == nil
 	if fresh && len(a.initial) > 0 {
 		sess.AddMessages(a.initial...)
 	}
 	if a.base != nil && sess.PromptInput() == nil && a.base.defaultInput != nil {
 		sess.SetPromptInput(a.base.defaultInput)
 	}
+}
+
+func (a *agentLoop[Stream, State]) run(ctx context.Context, inCh <-chan *SessionFlowInput, resp *Responder[Stream], params *SessionFlowParams[Stream, State]) error {
+	sess := params.Session
 	for input := range inCh {
 		halt, err := a.turn(ctx, resp, sess, input)
+		if err != nil && ctx.Err() == nil {
+			// The model, a tool, a handler or the prompt failed (or the turn's
+			// snapshot could not be saved): the turn fails, the session goes on.
+			err = resp.FailTurn(err)
+		}
 		if err != nil {
 			return err
 		}
@@ -220,9 +251,23 @@ func (a *agentLoop[Stream, State]) run(ctx context.Context, inCh <-chan *Session
 	return nil
 }
 
-// turn runs one turn and reports whether a handler halted the session.
+// turn runs one turn and reports whether a handler halted the session. A panic in the
+// turn (the flow's own code: a tool's, a model's or a handler's is their call's error
+// already) is its error.
 func (a *agentLoop[Stream, State]) turn(ctx context.Context, resp *Responder[Stream], sess *Session[State], input *SessionFlowInput) (halt bool, err error) {
-	if err := checkInput(input, sess.Messages()); err != nil {
+	defer func() {
+		if v := recover(); v != nil {
+			halt, err = false, fmt.Errorf("session: agent turn: %w", agent.Recovered(ctx, v, "session", sess.ID()))
+		}
+	}()
+	clientTools, err := a.clientTools(input.Tools)
+	if err == nil {
+		err = checkOutput(input.Output)
+	}
+	if err == nil {
+		err = checkInput(input, sess.Messages())
+	}
+	if err != nil {
 		// Refused before anything changed: the session stays open for another input.
 		if err := resp.Refuse(err); err != nil {
 			return false, err
@@ -251,9 +296,20 @@ func (a *agentLoop[Stream, State]) turn(ctx context.Context, resp *Responder[Str
 		rendered = append([]*abi.Message{a.system}, rendered...)
 	}
 	history := sess.Messages()
+	settings := a.settings
+	if input.Output != nil {
+		// The turn's format replaces the agent's, and its prompt's (WithDefaults
+		// leaves an output set here alone).
+		c := *settings
+		c.Output, c.OutputType = input.Output, nil
+		settings = &c
+	}
 	opts := []agent.GenerateOption{
-		agent.WithSettings(a.settings),
+		agent.WithSettings(settings),
 		agent.WithMessages(append(slices.Clone(rendered), history...)...),
+	}
+	if len(clientTools) > 0 {
+		opts = append(opts, agent.WithTools(clientTools...))
 	}
 	if input.Resume != nil {
 		opts = append(opts, agent.WithToolResponses(input.Resume.Respond...), agent.WithToolRestarts(input.Resume.Restart...))
@@ -300,8 +356,8 @@ func (a *agentLoop[Stream, State]) turn(ctx context.Context, resp *Responder[Str
 	sess.SetMessages(kept)
 	if res.FinishReason == abi.FinishInterrupted {
 		// Stream the pending requests with their interrupt metadata, so the client
-		// can answer them.
-		if err := resp.SendChunk(&abi.GenerateResponseChunk{Role: abi.RoleModel, Content: PendingToolRequests(kept)}); err != nil {
+		// can answer them: a chunk of role tool, as Genkit's agents stream them.
+		if err := resp.SendChunk(&abi.GenerateResponseChunk{Role: abi.RoleTool, Content: PendingToolRequests(kept)}); err != nil {
 			return false, err
 		}
 	}
@@ -318,6 +374,72 @@ func (a *agentLoop[Stream, State]) turn(ctx context.Context, resp *Responder[Str
 		reason = abi.FinishStop
 	}
 	return false, resp.EndTurnWith(reason)
+}
+
+// clientTools returns the tools a turn's input brings, refusing them (wrapping
+// agent.ErrInvalidInput) when the agent takes none, when one is invalid, given twice,
+// or named as one of the agent's own, which it would hide from the model.
+func (a *agentLoop[Stream, State]) clientTools(defs []*abi.ToolDefinition) ([]agent.Tool, error) {
+	if len(defs) == 0 {
+		return nil, nil
+	}
+	if a.noClientTools {
+		return nil, fmt.Errorf("session: %w: agent %s takes no client tools", agent.ErrInvalidInput, a.name)
+	}
+	own := map[string]bool{}
+	for _, s := range []*agent.Settings{a.settings, a.baseSettings()} {
+		if s == nil {
+			continue
+		}
+		for _, n := range s.ToolNames {
+			own[n] = true
+		}
+		for _, t := range s.Tools {
+			own[t.Name()] = true
+		}
+	}
+	tools := make([]agent.Tool, 0, len(defs))
+	seen := map[string]bool{}
+	for _, d := range defs {
+		t, err := agent.NewClientTool(d)
+		if err != nil {
+			return nil, fmt.Errorf("session: %w: %w", agent.ErrInvalidInput, err)
+		}
+		switch {
+		case own[d.Name]:
+			return nil, fmt.Errorf("session: %w: client tool %q has the name of one of agent %s's own tools", agent.ErrInvalidInput, d.Name, a.name)
+		case seen[d.Name]:
+			return nil, fmt.Errorf("session: %w: client tool %q is given twice", agent.ErrInvalidInput, d.Name)
+		}
+		seen[d.Name] = true
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+// baseSettings returns the base prompt's settings, or nil.
+func (a *agentLoop[Stream, State]) baseSettings() *agent.Settings {
+	if a.base == nil {
+		return nil
+	}
+	return a.base.settings()
+}
+
+// checkOutput refuses a turn's output format that no answer could meet: an unknown
+// format, or a schema that is not a valid JSON Schema.
+func checkOutput(o *abi.GenerateActionOutputConfig) error {
+	if o == nil {
+		return nil
+	}
+	if o.Format != "" && o.Format != "text" && o.Format != "json" {
+		return fmt.Errorf("session: %w: output format %q: want text or json", agent.ErrInvalidInput, o.Format)
+	}
+	if o.JSONSchema != nil {
+		if _, err := schema.Compile(o.JSONSchema); err != nil {
+			return fmt.Errorf("session: %w: the output schema: %v", agent.ErrInvalidInput, err)
+		}
+	}
+	return nil
 }
 
 // handle runs the handlers at a point; it returns a directive only when it is not

@@ -55,6 +55,9 @@ func agentTurn[S, St any](t *testing.T, conn *session.SessionFlowConnection[S, S
 			for _, p := range c.Chunk.Content {
 				if p.IsToolRequest() && p.Metadata["interrupt"] != nil {
 					pending = append(pending, p)
+					if c.Chunk.Role != abi.RoleTool {
+						t.Errorf("a pending interrupt streamed in a chunk of role %q, want tool (as Genkit's agents)", c.Chunk.Role)
+					}
 				}
 			}
 		}
@@ -295,7 +298,8 @@ func TestAgentPromptInput(t *testing.T) {
 	if in, ok := out.State.PromptInput.(RoleInput); !ok || in.Role != "coding" {
 		t.Errorf("prompt input in state = %#v", out.State.PromptInput)
 	}
-	// Without any input the template's variables are missing: a clear error.
+	// Without any input the template's variables are missing: a clear error, which
+	// fails the turn; the connection stays open.
 	conn, _ = roleAgent.StreamBidi(ctx)
 	conn.Send(say("hi"))
 	var turnErr error
@@ -305,7 +309,9 @@ func TestAgentPromptInput(t *testing.T) {
 	if !errors.Is(turnErr, prompt.ErrTemplate) || !strings.Contains(turnErr.Error(), "{{context}}") || !strings.Contains(turnErr.Error(), `prompt "role"`) {
 		t.Errorf("missing input: %v", turnErr)
 	}
-	conn.Output()
+	if out := finish(t, conn); out.FinishReason != session.FinishFailed || out.Error == nil || len(out.State.Messages) != 0 {
+		t.Errorf("after the failed turn: %s", jsonOf(out))
+	}
 
 	// A default input, overridable per session.
 	codeAgent := session.DefineAgent[Status, State](r, "codeAgent", session.WithBasePrompt[State](rolePrompt, RoleInput{Role: "coding", Context: "general"}))
@@ -413,8 +419,8 @@ func TestAgentInterruptsRoundTripThroughSnapshots(t *testing.T) {
 	if len(pending) != 1 || pending[0].ToolRequest.Ref != "t1" || pending[0].Metadata["interrupt"].(map[string]any)["ask"] != "Send 10 EUR?" {
 		t.Fatalf("pending = %s", jsonOf(pending))
 	}
-	if p := session.PendingToolRequests(first.State.Messages); len(p) != 1 {
-		t.Fatalf("the pending request is not in the state: %s", jsonOf(first.State.Messages))
+	if p := session.PendingToolRequests(stateOf(t, snaps, first).Messages); len(p) != 1 {
+		t.Fatalf("the pending request is not in the state: %s", jsonOf(stateOf(t, snaps, first).Messages))
 	}
 
 	// Another connection, from the snapshot. A resume that answers the wrong request
@@ -443,8 +449,8 @@ func TestAgentInterruptsRoundTripThroughSnapshots(t *testing.T) {
 		t.Errorf("text %q, sent %v", text, sent)
 	}
 	wantConversation(t, m.LastRequest(), "user: Send 10 EUR to Ann", "model: Sending. | call(transfer)", "tool: result(transfer)")
-	if len(session.PendingToolRequests(out.State.Messages)) != 0 || len(out.State.Messages) != 4 {
-		t.Errorf("final state = %s", strings.Join(conversation(&abi.GenerateRequest{Messages: out.State.Messages}), " / "))
+	if st := stateOf(t, snaps, out); len(session.PendingToolRequests(st.Messages)) != 0 || len(st.Messages) != 4 {
+		t.Errorf("final state = %s", strings.Join(conversation(&abi.GenerateRequest{Messages: st.Messages}), " / "))
 	}
 	// Answering again (the request is no longer pending) is refused.
 	conn, err = bank.StreamBidi(ctx, session.WithSessionID[State](out.SessionID))

@@ -95,7 +95,8 @@ func (a *anyConnection[Stream, State]) Output() (*AnyOutput, error) {
 	if err != nil || out == nil {
 		return nil, err
 	}
-	res := &AnyOutput{SessionID: out.SessionID, SnapshotIDs: out.SnapshotIDs, FinishReason: out.FinishReason}
+	res := &AnyOutput{SessionID: out.SessionID, SnapshotID: out.SnapshotID, SnapshotIDs: out.SnapshotIDs, Message: out.Message,
+		Artifacts: out.Artifacts, FinishReason: out.FinishReason, Error: out.Error}
 	if out.State != nil {
 		if res.State, err = anyState(out.State); err != nil {
 			return nil, err
@@ -107,7 +108,7 @@ func (a *anyConnection[Stream, State]) Output() (*AnyOutput, error) {
 // anyChunk converts a chunk, encoding its status.
 func anyChunk[Stream any](c *SessionFlowStreamChunk[Stream]) (*AnyChunk, error) {
 	out := &AnyChunk{Chunk: c.Chunk, Artifact: c.Artifact, CustomPatch: c.CustomPatch, SnapshotCreated: c.SnapshotCreated,
-		Error: c.Error, EndTurn: c.EndTurn, FinishReason: c.FinishReason}
+		Error: c.Error, EndTurn: c.EndTurn, FinishReason: c.FinishReason, Usage: c.Usage}
 	if raw, ok := any(c.Status).(json.RawMessage); ok {
 		out.Status = raw
 		return out, nil
@@ -174,12 +175,17 @@ func (f *SessionFlow[Stream, State]) RunJSON(ctx context.Context, input json.Raw
 // RunInitJSON runs one connection from JSON: it opens it with init (a SessionFlowInit),
 // sends input (a SessionFlowInput; empty or null sends nothing), streams every chunk to
 // cb, closes the connection and returns its SessionFlowOutput. A refused input is
-// returned as the error, after its turn's chunks.
+// returned as the error, after its turn's chunks; a failed turn is an outcome, as
+// Genkit's agents resolve one: the output's finish reason is "failed" and its error
+// says why. With a cb, the turn's stream is Genkit's, custom-state patches included
+// (SessionFlowInput.CustomPatches); without one, nobody reads them and none are
+// computed.
 func (f *SessionFlow[Stream, State]) RunInitJSON(ctx context.Context, init, input json.RawMessage, cb agent.ChunkCallback) (json.RawMessage, error) {
 	in, err := decodeStrict[SessionFlowInput](input)
 	if err != nil {
 		return nil, fmt.Errorf("session: flow %q: %w: input: %v", f.desc.Name, agent.ErrInvalidInput, err)
 	}
+	in.CustomPatches = in.CustomPatches || cb != nil
 	conn, err := f.ConnectAny(ctx, init)
 	if err != nil {
 		return nil, err
@@ -195,7 +201,7 @@ func (f *SessionFlow[Stream, State]) RunInitJSON(ctx context.Context, init, inpu
 					return err
 				}
 			}
-			if err != nil {
+			if err != nil && (c == nil || !c.EndTurn || c.FinishReason != FinishFailed) {
 				return err
 			}
 		}

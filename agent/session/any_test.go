@@ -23,7 +23,7 @@ func TestConnectAnyStreamsStatusAndStateAsJSON(t *testing.T) {
 	if conn.SessionID() != "s1" {
 		t.Errorf("SessionID() = %q, want s1", conn.SessionID())
 	}
-	if err := conn.Send(&session.SessionFlowInput{Messages: say("hello").Messages}); err != nil {
+	if err := conn.Send(&session.SessionFlowInput{Messages: say("hello").Messages, CustomPatches: true}); err != nil {
 		t.Fatal(err)
 	}
 	var status, text, snapshot, patch string
@@ -52,8 +52,22 @@ func TestConnectAnyStreamsStatusAndStateAsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.SessionID != "s1" || string(out.State.Custom) != `{"topics":["hello"]}` {
-		t.Errorf("output: session %q, custom %s", out.SessionID, out.State.Custom)
+	// A server-managed session's output names its snapshot and carries no state.
+	if out.SessionID != "s1" || out.SnapshotID != snapshot || out.State != nil || out.Message.Text() != "echo: hello" {
+		t.Errorf("output: %s", jsonOf(out))
+	}
+	// A client-managed one's carries the state, its custom state as JSON.
+	client := chatFlow(agent.NewRegistry(), echoModel())
+	conn, err = client.ConnectAny(t.Context(), json.RawMessage(`{"state":{"sessionId":"c1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Send(&session.SessionFlowInput{Messages: say("hello").Messages})
+	for range conn.Receive() {
+	}
+	conn.Close()
+	if out, err = conn.Output(); err != nil || out.SessionID != "c1" || out.SnapshotID != "" || string(out.State.Custom) != `{"topics":["hello"]}` {
+		t.Errorf("client-managed output: %s, %v", jsonOf(out), err)
 	}
 }
 
@@ -94,7 +108,8 @@ func TestSessionFlowRunsFromJSON(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil || len(res.SnapshotIDs) != 1 {
 		t.Fatalf("output %s: %v", out, err)
 	}
-	if joined := strings.Join(chunks, "\n"); !strings.Contains(joined, `"endTurn":true`) || !strings.Contains(joined, `"phase":"generating"`) {
+	if joined := strings.Join(chunks, "\n"); !strings.Contains(joined, `"endTurn":true`) || !strings.Contains(joined, `"phase":"generating"`) ||
+		!strings.Contains(joined, `"customPatch":[{"op":"replace","path":"","value":{"topics":["one"]}}]`) {
 		t.Errorf("chunks:\n%s", joined)
 	}
 
@@ -113,5 +128,34 @@ func TestSessionFlowRunsFromJSON(t *testing.T) {
 
 	if _, err := run.RunJSON(t.Context(), json.RawMessage(`{"mesages":[]}`), nil); !errors.Is(err, agent.ErrInvalidInput) {
 		t.Errorf("a misspelt input: %v, want ErrInvalidInput", err)
+	}
+}
+
+// TestRunJSONComputesPatchesForAStreamOnly: run from JSON as Genkit's reflection API
+// runs a flow, a turn streams its custom-state patches to a stream, and computes none
+// when no one streams.
+func TestRunJSONComputesPatchesForAStreamOnly(t *testing.T) {
+	r := agent.NewRegistry()
+	session.DefineSessionFlow(r, "counted", countedBody(3, 1, nil))
+	run, _ := agent.AsRunnable(r.Lookup("/session-flow/counted"))
+	input := json.RawMessage(`{"messages":[{"role":"user","content":[{"text":"go"}]}]}`)
+	before := encodings.Load()
+	if _, err := run.RunJSON(t.Context(), input, nil); err != nil {
+		t.Fatal(err)
+	}
+	unread := encodings.Load() - before // the output's state
+	patches := 0
+	before = encodings.Load()
+	if _, err := run.RunJSON(t.Context(), input, func(_ context.Context, c json.RawMessage) error {
+		if strings.Contains(string(c), `"customPatch"`) {
+			patches++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	streamed := encodings.Load() - before
+	if patches != 3 || streamed-unread != 3 {
+		t.Errorf("streamed: %d patches, %d encodings; unread: %d encodings (want 3 patches, 3 encodings more)", patches, streamed, unread)
 	}
 }

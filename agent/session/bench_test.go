@@ -58,54 +58,6 @@ func benchStores(b *testing.B) map[string]func(b *testing.B) store.Store {
 	}
 }
 
-// BenchmarkSessionFlowTurn measures one SessionFlow turn (send, model, stream, EndTurn)
-// with an instant model: without snapshots, and with a snapshot every turn in memory and
-// in Badger (durable: each snapshot is synced to disk before EndTurn returns).
-// Connections are renewed every 50 turns so the conversation stays short.
-func BenchmarkSessionFlowTurn(b *testing.B) {
-	model := instantModel()
-	run := func(b *testing.B, opts ...session.SessionFlowOption[ChatState]) {
-		flow := chatFlow(agent.NewRegistry(), model, opts...)
-		ctx := context.Background()
-		b.ReportAllocs()
-		b.ResetTimer()
-		var conn *session.SessionFlowConnection[ChatStatus, ChatState]
-		for i := 0; i < b.N; i++ {
-			if i%50 == 0 {
-				if conn != nil {
-					conn.Close()
-					if _, err := conn.Output(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				var err error
-				if conn, err = flow.StreamBidi(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := conn.SendText("What are channels used for?"); err != nil {
-				b.Fatal(err)
-			}
-			for _, err := range conn.Receive() {
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		conn.Close()
-		if _, err := conn.Output(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.Run("snapshots=off", func(b *testing.B) { run(b) })
-	stores := benchStores(b)
-	for _, name := range []string{"memory", "badger"} {
-		b.Run("snapshots="+name, func(b *testing.B) {
-			run(b, session.WithSnapshotStore(session.NewSnapshotStore[ChatState](stores[name](b))))
-		})
-	}
-}
-
 // BenchmarkSnapshotStorageGrowth runs a 1,000-turn session with a snapshot every turn
 // and reports the bytes stored divided by the bytes of all its messages (stored/msg):
 // linear growth keeps it a small constant; storing every snapshot's full state would

@@ -128,7 +128,7 @@ func (a *BidiAction[Init, In, Out, Stream]) StreamBidi(ctx context.Context, opts
 
 // start runs the body in a goroutine that ends with the connection.
 func (a *BidiAction[Init, In, Out, Stream]) start(ctx context.Context, init Init) *BidiConnection[In, Out, Stream] {
-	var span *tracing.Span
+	var span tracing.Span
 	if a.traced {
 		kind := tracing.Flow
 		if a.desc.Type == agent.ActionTypeSessionFlow {
@@ -161,9 +161,7 @@ func (a *BidiAction[Init, In, Out, Stream]) start(ctx context.Context, init Init
 			err = context.Cause(ctx)
 		}
 		c.output, c.err = out, err
-		if span != nil {
-			span.End(out, err)
-		}
+		span.End(out, err)
 		close(c.done)
 	}()
 	return c
@@ -195,6 +193,16 @@ func (o *outbox[Stream]) isReleased() bool {
 	default:
 		return false
 	}
+}
+
+// gone returns why the client is gone when its connection's context is done, unless
+// the stream was released (a detached turn goes on without its client); nil while the
+// client is there.
+func (o *outbox[Stream]) gone() error {
+	if o.ctx.Err() == nil || o.isReleased() {
+		return nil
+	}
+	return context.Cause(o.ctx)
 }
 
 // send delivers one value, or fails once the connection's context is done.

@@ -8,21 +8,22 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent"
 )
 
 // A detached turn (as Genkit's agents detach) goes on in the background after its
 // client has gone:
 //
-//	detach:  pending snapshot P (the state so far, parent = the last snapshot)
-//	         -> SnapshotCreated P, EndTurn "detached" to the client; the connection ends
+//	detach:  pending snapshot P (the state so far, parent = the last snapshot); the
+//	         connection ends, streaming nothing: its output names P
 //	         -> the turn runs on, streaming nowhere, taking no snapshot of its own
-//	settle:  snapshot S continuing P: completed (the final state) or failed (the error)
-//	abort:   snapshot A continuing P: aborted (P's state); the running turn is cancelled
+//	settle:  P settled under its own ID: completed (the final state) or failed (the
+//	         error, the state from before the turn)
+//	abort:   P settled as aborted (the state from before the turn); the running turn is
+//	         cancelled
 //
-// A snapshot can be continued once (store.Commit), so exactly one of settle and abort
-// lands: whichever commits first. GetSnapshot(P) reads as the snapshot that settled it.
+// A snapshot settles once (store.Store.Settle), so exactly one of settle and abort
+// lands: whichever comes first. The session's line continues from P.
 
 // errAborted is the cause with which an aborted detached turn is cancelled.
 var errAborted = errors.New("session: the detached turn was aborted")
@@ -48,19 +49,18 @@ func (f *SessionFlow[Stream, State]) detach(work context.Context, sess *Session[
 	run := &detachedRun{cancel: cancelWork, done: make(chan struct{})}
 	f.detached.Store(pending.SnapshotID, run)
 	follow() // the work no longer ends with the connection
-	if err := resp.Send(&SessionFlowStreamChunk[Stream]{SnapshotCreated: pending.SnapshotID}); err == nil {
-		if err := resp.Send(&SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: FinishDetached}); err == nil {
-			resp.out.endTurn()
-		}
-	}
+	// A detached turn streams nothing, as Genkit's: the output names the pending
+	// snapshot.
 	resp.out.release()
-	output := &SessionFlowOutput[State]{SessionID: sess.ID(), State: sess.State(), SnapshotIDs: sess.NewSnapshotIDs(), FinishReason: FinishDetached}
+	output := f.output(sess, nil)
+	output.FinishReason = FinishDetached
 
 	go func() {
 		in := *in
 		in.Detach = false
 		var err error
 		if len(in.Messages) > 0 || in.Resume != nil {
+			sess.beginTurn()
 			select {
 			case bodyIn <- &in:
 			case err = <-done:
@@ -69,6 +69,10 @@ func (f *SessionFlow[Stream, State]) detach(work context.Context, sess *Session[
 		if err == nil {
 			close(bodyIn)
 			err = <-done
+		}
+		if err != nil && sess.inTurn() {
+			// Failing the turn puts the state back as it was when the turn began.
+			resp.FailTurn(err)
 		}
 		f.settle(work, sess, resp, pending, err)
 		f.detached.Delete(pending.SnapshotID)
@@ -92,59 +96,66 @@ func (f *SessionFlow[Stream, State]) savePending(ctx context.Context, sess *Sess
 	return snap, nil
 }
 
-// settle records how a detached turn ended, continuing its pending snapshot. An abort
-// that settled it first wins: this commit then conflicts, and nothing is lost.
+// settle records how a detached turn ended in its pending snapshot: completed with the
+// final state, or failed (a failed turn, or the body's error) with the error and the
+// state the session went back to. An abort that settled it first wins: this settle
+// then conflicts, and nothing is lost.
 func (f *SessionFlow[Stream, State]) settle(work context.Context, sess *Session[State], resp *Responder[Stream], pending *SessionSnapshot[State], runErr error) {
-	snap := &SessionSnapshot[State]{
-		SessionID: sess.ID(), ParentID: pending.SnapshotID, CreatedAt: time.Now(),
-		TurnIndex: pending.TurnIndex, Event: SnapshotEventSettle, Status: StatusCompleted,
-		FinishReason: resp.lastReason(), State: *sess.State(),
+	reason, failure := resp.last()
+	if runErr != nil && failure == nil {
+		failure = newTurnError(runErr)
 	}
-	if runErr != nil {
-		snap.Status, snap.FinishReason, snap.Error = StatusFailed, "", abi.AsError(runErr)
+	snap := &SessionSnapshot[State]{SnapshotID: pending.SnapshotID, Status: StatusCompleted, FinishReason: reason, State: *sess.State()}
+	if failure != nil {
+		snap.Status, snap.FinishReason, snap.Error = StatusFailed, FinishFailed, failure
 	}
-	// The work may be cancelled (by an abort, which settled it already): the commit
+	// The work may be cancelled (by an abort, which settled it already): the settle
 	// must still run to learn so.
-	err := f.store.SaveSnapshot(context.WithoutCancel(work), snap)
+	err := f.store.SettleSnapshot(context.WithoutCancel(work), snap)
 	switch {
 	case errors.Is(err, ErrConflict):
-		// Aborted meanwhile: the abort's snapshot settles the turn.
+		// Aborted meanwhile: the abort settled the turn.
 	case err != nil:
 		slog.ErrorContext(work, "session: a detached turn's result could not be saved; its snapshot stays pending",
 			"flow", f.desc.Name, "session", sess.ID(), "snapshot", pending.SnapshotID, "error", err)
 	}
 }
 
-// Abort stops a detached turn: it settles the turn's pending snapshot as aborted, with
-// the state the turn had when it detached, and cancels the turn if it runs in this
-// process. It returns the aborted snapshot. A snapshot that is not pending (its turn
-// already ended) is an error wrapping ErrNotPending, an unknown one ErrSnapshotNotFound.
-func (f *SessionFlow[Stream, State]) Abort(ctx context.Context, snapshotID string) (*SessionSnapshot[State], error) {
+// Abort stops a detached turn, as Genkit's agents abort: it settles the turn's pending
+// snapshot as aborted, with the state from before the turn, cancels the turn if it
+// runs in this process, and returns pending, the status it had. Aborting a snapshot
+// whose turn has settled changes nothing and returns the status it settled with
+// (completed, failed or aborted), as for any snapshot that is not pending; an unknown
+// snapshot returns ok false. err is for what the store could not do, and for a flow
+// without a snapshot store (ErrNoSnapshotStore).
+func (f *SessionFlow[Stream, State]) Abort(ctx context.Context, snapshotID string) (prev SnapshotStatus, ok bool, err error) {
 	if f.store == nil {
-		return nil, fmt.Errorf("session: flow %q: %w", f.desc.Name, ErrNoSnapshotStore)
+		return "", false, fmt.Errorf("session: flow %q: %w", f.desc.Name, ErrNoSnapshotStore)
 	}
 	snap, err := f.store.GetSnapshot(ctx, snapshotID)
+	if errors.Is(err, ErrSnapshotNotFound) {
+		return "", false, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("session: flow %q: abort: %w", f.desc.Name, err)
+		return "", false, fmt.Errorf("session: flow %q: abort: %w", f.desc.Name, err)
 	}
 	if snap.Status != StatusPending {
-		return nil, fmt.Errorf("session: flow %q: abort: %w: snapshot %s is %s", f.desc.Name, ErrNotPending, snapshotID, statusOf(snap))
+		return statusOf(snap), true, nil
 	}
-	aborted := &SessionSnapshot[State]{
-		SessionID: snap.SessionID, ParentID: snap.SnapshotID, CreatedAt: time.Now(),
-		TurnIndex: snap.TurnIndex, Event: SnapshotEventSettle, Status: StatusAborted,
-		FinishReason: "aborted", State: snap.State,
-	}
-	if err := f.store.SaveSnapshot(ctx, aborted); err != nil {
-		if errors.Is(err, ErrConflict) {
-			return nil, fmt.Errorf("session: flow %q: abort: %w: snapshot %s settled before the abort", f.desc.Name, ErrNotPending, snapshotID)
+	aborted := &SessionSnapshot[State]{SnapshotID: snapshotID, Status: StatusAborted, FinishReason: FinishAborted, State: snap.State}
+	if err := f.store.SettleSnapshot(ctx, aborted); errors.Is(err, ErrConflict) {
+		// The turn settled first: there was nothing left to abort.
+		if snap, err = f.store.GetSnapshot(ctx, snapshotID); err != nil {
+			return "", false, fmt.Errorf("session: flow %q: abort: %w", f.desc.Name, err)
 		}
-		return nil, fmt.Errorf("session: flow %q: abort: %w", f.desc.Name, err)
+		return statusOf(snap), true, nil
+	} else if err != nil {
+		return "", false, fmt.Errorf("session: flow %q: abort: %w", f.desc.Name, err)
 	}
 	if v, ok := f.detached.Load(snapshotID); ok {
 		v.(*detachedRun).cancel(errAborted)
 	}
-	return aborted, nil
+	return StatusPending, true, nil
 }
 
 func statusOf[State any](snap *SessionSnapshot[State]) SnapshotStatus {
@@ -155,7 +166,7 @@ func statusOf[State any](snap *SessionSnapshot[State]) SnapshotStatus {
 }
 
 // Wait waits until the detached turn of a pending snapshot settles and returns the
-// snapshot that settled it; a snapshot that is not pending is returned at once. A turn
+// snapshot, settled; a snapshot that is not pending is returned at once. A turn
 // running in this process is waited for directly; one running elsewhere (another host
 // sharing the store) is polled for, ever less often, until ctx ends.
 func (f *SessionFlow[Stream, State]) Wait(ctx context.Context, snapshotID string) (*SessionSnapshot[State], error) {
@@ -195,7 +206,7 @@ func statusSender[Stream any](resp *Responder[Stream]) agent.StatusFunc {
 	}
 }
 
-// The input of the snapshot actions.
+// The input and output of the snapshot actions.
 type (
 	// SnapshotRequest names a snapshot: the input of getSnapshot and abortSnapshot.
 	SnapshotRequest struct {
@@ -204,6 +215,13 @@ type (
 	// SessionRequest names a session: the input of listSnapshots.
 	SessionRequest struct {
 		SessionID string `json:"sessionId"`
+	}
+	// AbortResponse is the output of abortSnapshot, Genkit's AgentAbortResponse: the
+	// snapshot named, and its status before the abort (pending when the abort stopped
+	// its turn), absent for an unknown snapshot.
+	AbortResponse struct {
+		SnapshotID string         `json:"snapshotId"`
+		Status     SnapshotStatus `json:"status,omitempty"`
 	}
 )
 
@@ -231,9 +249,13 @@ func (f *SessionFlow[Stream, State]) SnapshotActions() []agent.Runnable {
 			func(ctx context.Context, in SessionRequest) ([]*SessionSnapshot[State], error) {
 				return f.store.ListSnapshots(ctx, in.SessionID)
 			}),
-		agent.NewAction(ActionTypeSnapshotStore, name+"/abortSnapshot", "Aborts the detached turn of a pending snapshot of session flow "+name+".",
-			func(ctx context.Context, in SnapshotRequest) (*SessionSnapshot[State], error) {
-				return f.Abort(ctx, in.SnapshotID)
+		agent.NewAction(ActionTypeSnapshotStore, name+"/abortSnapshot", "Aborts the detached turn of a pending snapshot of session flow "+name+"; returns the status the snapshot had.",
+			func(ctx context.Context, in SnapshotRequest) (*AbortResponse, error) {
+				prev, _, err := f.Abort(ctx, in.SnapshotID)
+				if err != nil {
+					return nil, err
+				}
+				return &AbortResponse{SnapshotID: in.SnapshotID, Status: prev}, nil
 			}),
 	}
 }

@@ -44,9 +44,9 @@ func researcher() (*session.SessionFlow[Status, State], session.SnapshotStore[St
 	return flow, store, started, gate
 }
 
-// detachTurn sends a detached turn and reads the connection to its end, returning the
-// pending snapshot and what was streamed.
-func detachTurn(t *testing.T, conn *session.SessionFlowConnection[Status, State], text string) (pending string, chunks []*session.SessionFlowStreamChunk[Status]) {
+// detachTurn sends a detached turn and reads the connection to its end, which streams
+// nothing, returning the pending snapshot its output names.
+func detachTurn(t *testing.T, conn *session.SessionFlowConnection[Status, State], text string) (pending string) {
 	t.Helper()
 	if err := conn.Detach(say(text)); err != nil {
 		t.Fatal(err)
@@ -55,22 +55,29 @@ func detachTurn(t *testing.T, conn *session.SessionFlowConnection[Status, State]
 		if err != nil {
 			t.Fatal(err)
 		}
-		chunks = append(chunks, c)
-		if c.SnapshotCreated != "" {
-			pending = c.SnapshotCreated
-		}
-		if c.EndTurn && c.FinishReason != session.FinishDetached {
-			t.Errorf("the detached turn ended with %q", c.FinishReason)
-		}
+		t.Errorf("a detached turn streamed %s", jsonOf(c))
 	}
 	out, err := conn.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.FinishReason != session.FinishDetached || len(out.SnapshotIDs) == 0 || out.SnapshotIDs[len(out.SnapshotIDs)-1] != pending {
-		t.Fatalf("output of a detached connection = %+v, pending %q", out, pending)
+	if out.FinishReason != session.FinishDetached || out.SnapshotID == "" || len(out.SnapshotIDs) == 0 || out.SnapshotIDs[len(out.SnapshotIDs)-1] != out.SnapshotID || out.State != nil {
+		t.Fatalf("output of a detached connection = %s", jsonOf(out))
 	}
-	return pending, chunks
+	return out.SnapshotID
+}
+
+// stateOf is the state a server-managed connection's output names.
+func stateOf[St any](t *testing.T, store session.SnapshotStore[St], out *session.SessionFlowOutput[St]) *session.SessionState[St] {
+	t.Helper()
+	if out.State != nil {
+		t.Fatalf("a server-managed flow's output carries its state: %s", jsonOf(out))
+	}
+	snap, err := store.GetSnapshot(context.Background(), out.SnapshotID)
+	if err != nil {
+		t.Fatalf("the output's snapshot %q: %v", out.SnapshotID, err)
+	}
+	return &snap.State
 }
 
 func TestDetachRunsTheTurnInTheBackground(t *testing.T) {
@@ -78,13 +85,13 @@ func TestDetachRunsTheTurnInTheBackground(t *testing.T) {
 	ctx := context.Background()
 
 	conn, _ := flow.StreamBidi(ctx)
-	agentTurnWhile(t, conn, say("first"), gate)
+	_, _, first, _ := agentTurnWhileSnap(t, conn, say("first"), gate)
 	<-started
-	pending, _ := detachTurn(t, conn, "write the report")
+	pending := detachTurn(t, conn, "write the report")
 	<-started // the detached turn reached the model after the client left
 
 	snap, err := store.GetSnapshot(ctx, pending)
-	if err != nil || snap.Status != session.StatusPending || snap.Event != session.SnapshotEventDetach {
+	if err != nil || snap.Status != session.StatusPending || snap.Event != session.SnapshotEventDetach || snap.ParentID != first {
 		t.Fatalf("while running: %+v, %v", snap, err)
 	}
 	if _, err := flow.StreamBidi(ctx, session.WithSnapshotID[State](pending)); !errors.Is(err, session.ErrNotResumable) {
@@ -95,27 +102,48 @@ func TestDetachRunsTheTurnInTheBackground(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if settled.Status != session.StatusCompleted || settled.ParentID != pending || settled.FinishReason != abi.FinishStop {
-		t.Fatalf("settled = %+v", settled)
+	// The pending snapshot settled under its own ID, with its own parent and turn.
+	if settled.SnapshotID != pending || settled.ParentID != first || settled.TurnIndex != snap.TurnIndex ||
+		settled.Status != session.StatusCompleted || settled.FinishReason != abi.FinishStop || settled.UpdatedAt.IsZero() {
+		t.Fatalf("settled = %s", jsonOf(settled))
 	}
 	msgs := settled.State.Messages
 	if len(msgs) != 4 || msgs[3].Text() != "done: write the report" {
 		t.Fatalf("the background result is not in the snapshot: %q", conversation(&abi.GenerateRequest{Messages: msgs}))
 	}
-	// The pending snapshot reads as its settlement; the session resumes from it.
 	again, err := store.GetSnapshot(ctx, pending)
-	if err != nil || again.SnapshotID != settled.SnapshotID {
-		t.Errorf("GetSnapshot(pending) = %+v, %v", again, err)
+	if err != nil || jsonOf(again) != jsonOf(settled) {
+		t.Errorf("GetSnapshot(pending) = %s, %v", jsonOf(again), err)
 	}
+	list, err := store.ListSnapshots(ctx, settled.SessionID)
+	if err != nil || len(list) != 2 || list[1].SnapshotID != pending || list[1].Status != session.StatusCompleted {
+		t.Errorf("ListSnapshots = %s, %v", jsonOf(list), err)
+	}
+	// The session resumes from it, by its ID or the session's.
 	conn, err = flow.StreamBidi(ctx, session.WithSnapshotID[State](pending))
 	if err != nil {
 		t.Fatal(err)
 	}
 	agentTurnWhile(t, conn, say("thanks"), gate)
 	<-started
-	if out := finish(t, conn); len(out.State.Messages) != 6 {
-		t.Errorf("resumed after the detached turn: %d messages", len(out.State.Messages))
+	out := finish(t, conn)
+	if got := stateOf(t, store, out); len(got.Messages) != 6 {
+		t.Errorf("resumed after the detached turn: %d messages", len(got.Messages))
 	}
+	if after, _ := store.GetSnapshot(ctx, out.SnapshotID); after.ParentID != pending || after.TurnIndex != settled.TurnIndex+1 {
+		t.Errorf("the turn after the detached one: %s", jsonOf(after))
+	}
+}
+
+// agentTurnWhileSnap is agentTurnWhile returning what agentTurn returns.
+func agentTurnWhileSnap(t *testing.T, conn *session.SessionFlowConnection[Status, State], in *session.SessionFlowInput, gate chan<- struct{}) (string, []*abi.Part, string, error) {
+	t.Helper()
+	go func() { gate <- struct{}{} }()
+	text, pending, snap, err := agentTurn(t, conn, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text, pending, snap, err
 }
 
 // agentTurnWhile runs a turn of a gated model, opening the gate once.
@@ -128,46 +156,50 @@ func agentTurnWhile(t *testing.T, conn *session.SessionFlowConnection[Status, St
 }
 
 func TestAbortStopsADetachedTurn(t *testing.T) {
-	flow, _, started, gate := researcher()
+	flow, store, started, gate := researcher()
 	ctx := context.Background()
 
 	conn, _ := flow.StreamBidi(ctx)
-	pending, _ := detachTurn(t, conn, "dig deep")
+	pending := detachTurn(t, conn, "dig deep")
 	modelCtx := <-started
-	aborted, err := flow.Abort(ctx, pending)
-	if err != nil {
-		t.Fatal(err)
+	prev, ok, err := flow.Abort(ctx, pending)
+	if err != nil || !ok || prev != session.StatusPending {
+		t.Fatalf("Abort = %q, %v, %v; want pending", prev, ok, err)
 	}
 	<-modelCtx.Done() // the running turn was cancelled
-	if aborted.Status != session.StatusAborted || aborted.ParentID != pending {
-		t.Fatalf("aborted = %+v", aborted)
-	}
 	settled, err := flow.Wait(ctx, pending)
-	if err != nil || settled.SnapshotID != aborted.SnapshotID {
-		t.Fatalf("after the abort the turn settled as %+v, %v", settled, err)
+	if err != nil || settled.SnapshotID != pending || settled.Status != session.StatusAborted || settled.FinishReason != session.FinishAborted {
+		t.Fatalf("after the abort the turn settled as %s, %v", jsonOf(settled), err)
 	}
 	// The aborted snapshot holds the state before the detached turn: as if it had not
 	// run.
 	if msgs := settled.State.Messages; len(msgs) != 0 {
 		t.Errorf("aborted state = %q", conversation(&abi.GenerateRequest{Messages: msgs}))
 	}
-	if _, err := flow.Abort(ctx, pending); !errors.Is(err, session.ErrNotPending) {
-		t.Errorf("aborting twice: %v", err)
+	// Aborting again, or an unknown snapshot, changes nothing and is no error.
+	if prev, ok, err := flow.Abort(ctx, pending); err != nil || !ok || prev != session.StatusAborted {
+		t.Errorf("aborting twice: %q, %v, %v", prev, ok, err)
 	}
-	if _, err := flow.Abort(ctx, "0000"); !errors.Is(err, session.ErrSnapshotNotFound) {
-		t.Errorf("aborting an unknown snapshot: %v", err)
+	if prev, ok, err := flow.Abort(ctx, "0000"); err != nil || ok || prev != "" {
+		t.Errorf("aborting an unknown snapshot: %q, %v, %v", prev, ok, err)
 	}
-	// A finished turn cannot be aborted either.
-	conn, _ = flow.StreamBidi(ctx, session.WithSnapshotID[State](settled.SnapshotID))
-	pending2, _ := detachTurn(t, conn, "quick one")
+	// A finished turn is left as it is; the session goes on from the aborted snapshot.
+	conn, err = flow.StreamBidi(ctx, session.WithSessionID[State](settled.SessionID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending2 := detachTurn(t, conn, "quick one")
 	<-started
 	gate <- struct{}{}
 	done, err := flow.Wait(ctx, pending2)
-	if err != nil || done.Status != session.StatusCompleted {
-		t.Fatalf("second detached turn: %+v, %v", done, err)
+	if err != nil || done.Status != session.StatusCompleted || done.ParentID != pending {
+		t.Fatalf("second detached turn: %s, %v", jsonOf(done), err)
 	}
-	if _, err := flow.Abort(ctx, pending2); !errors.Is(err, session.ErrNotPending) {
-		t.Errorf("aborting a finished turn: %v", err)
+	if prev, ok, err := flow.Abort(ctx, pending2); err != nil || !ok || prev != session.StatusCompleted {
+		t.Errorf("aborting a finished turn: %q, %v, %v", prev, ok, err)
+	}
+	if again, _ := store.GetSnapshot(ctx, pending2); again.Status != session.StatusCompleted || len(again.State.Messages) != 2 {
+		t.Errorf("the abort of a finished turn changed it: %s", jsonOf(again))
 	}
 }
 
@@ -273,8 +305,11 @@ func TestSnapshotActionsAreRegistered(t *testing.T) {
 		t.Errorf("getSnapshot = %+v", got)
 	}
 	abort := r.Lookup("/snapshot-store/desk/abortSnapshot").(agent.Runnable)
-	if _, err := abort.RunJSON(ctx, json.RawMessage(`{"snapshotId": "`+got.SnapshotID+`"}`), nil); !errors.Is(err, session.ErrNotPending) {
-		t.Errorf("abortSnapshot of a completed snapshot: %v", err)
+	if res, err := abort.RunJSON(ctx, json.RawMessage(`{"snapshotId": "`+got.SnapshotID+`"}`), nil); err != nil || string(res) != `{"snapshotId":"`+got.SnapshotID+`","status":"completed"}` {
+		t.Errorf("abortSnapshot of a completed snapshot: %s, %v", res, err)
+	}
+	if res, err := abort.RunJSON(ctx, json.RawMessage(`{"snapshotId": "nope"}`), nil); err != nil || string(res) != `{"snapshotId":"nope"}` {
+		t.Errorf("abortSnapshot of an unknown snapshot: %s, %v", res, err)
 	}
 	if _, err := abort.RunJSON(ctx, json.RawMessage(`{"snapshotId": 7}`), nil); !errors.Is(err, agent.ErrInvalidInput) {
 		t.Errorf("abortSnapshot with a bad input: %v", err)
@@ -295,15 +330,23 @@ func TestFailedDetachedTurnIsRecorded(t *testing.T) {
 		session.WithGenerateOpts[State](agent.WithModelName("test/broken")))
 	ctx := context.Background()
 	conn, _ := flow.StreamBidi(ctx)
-	pending, _ := detachTurn(t, conn, "try")
+	pending := detachTurn(t, conn, "try")
 	failed, err := flow.Wait(ctx, pending)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if failed.Status != session.StatusFailed || failed.Error == nil || failed.Error.Code != abi.CodeUnavailable || !strings.Contains(failed.Error.Message, "provider down") {
-		t.Fatalf("failed turn recorded as %+v (error %+v)", failed, failed.Error)
+	if failed.SnapshotID != pending || failed.Status != session.StatusFailed || failed.FinishReason != session.FinishFailed || failed.Error == nil ||
+		failed.Error.Code != abi.CodeUnavailable || failed.Error.Model != "test/broken" || !strings.Contains(failed.Error.Message, "provider down") {
+		t.Fatalf("failed turn recorded as %s", jsonOf(failed))
 	}
-	if _, err := flow.StreamBidi(ctx, session.WithSnapshotID[State](failed.SnapshotID)); !errors.Is(err, session.ErrNotResumable) {
-		t.Errorf("resuming a failed snapshot: %v", err)
+	// Its state is the last good one, from before the turn, and the session goes on
+	// from it.
+	if len(failed.State.Messages) != 0 {
+		t.Errorf("the failed turn's input was kept: %s", jsonOf(failed.State))
 	}
+	conn, err = flow.StreamBidi(ctx, session.WithSnapshotID[State](failed.SnapshotID))
+	if err != nil {
+		t.Fatalf("resuming a failed snapshot: %v", err)
+	}
+	finish(t, conn)
 }

@@ -64,8 +64,10 @@ func ExampleDefineSessionFlow() {
 	for range resumed.Receive() {
 	}
 	resumed.Close()
+	// The store keeps the session: the output names its snapshot.
 	out, _ := resumed.Output()
-	fmt.Println(out.State.Custom.Turns, "turns,", len(out.State.Messages), "messages")
+	last, _ := store.GetSnapshot(ctx, out.SnapshotID)
+	fmt.Println(last.State.Custom.Turns, "turns,", len(last.State.Messages), "messages")
 	// Output:
 	// you said: hello
 	// you said: again

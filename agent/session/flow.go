@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +42,11 @@ type SessionFlow[Stream, State any] struct {
 	store    SnapshotStore[State]
 	callback SnapshotCallback[State]
 	handlers []agent.Handler
+
+	// setup prepares a connection's session before its first input (DefineAgent's
+	// initial context and prompt input), so that it is part of the state a failed
+	// first turn goes back to.
+	setup func(*Session[State], *SessionFlowInit[State])
 
 	// detached holds the turns running in the background in this process, by pending
 	// snapshot ID, so Abort can stop them and Wait can wait for them.
@@ -312,24 +318,21 @@ func (f *SessionFlow[Stream, State]) newSession(ctx context.Context, init *Sessi
 	return s, nil
 }
 
-// resumable refuses a snapshot a session cannot continue from.
+// resumable refuses a snapshot a session cannot continue from: a pending one, whose
+// turn has not ended. A failed or aborted snapshot holds the state from before its
+// turn, so a session continues from it as from that state.
 func resumable[State any](snap *SessionSnapshot[State]) error {
-	switch snap.Status {
-	case StatusPending:
+	if snap.Status == StatusPending {
 		return fmt.Errorf("%w: snapshot %s is pending: its detached turn is still running; wait for it or abort it", ErrNotResumable, snap.SnapshotID)
-	case StatusFailed:
-		msg := "an error"
-		if snap.Error != nil {
-			msg = snap.Error.Message
-		}
-		return fmt.Errorf("%w: snapshot %s recorded a failed turn (%s); resume from its parent %s", ErrNotResumable, snap.SnapshotID, msg, snap.ParentID)
 	}
 	return nil
 }
 
 // run is a connection's body: it hands the client's inputs to the flow function, which
 // runs in a context of its own (following the connection's until the client detaches,
-// outliving it after), and takes the invocation-end snapshot.
+// outliving it after), and takes the invocation-end snapshot. A flow function that
+// fails or panics during a turn fails that turn (Responder.FailTurn) and is called
+// again for the next input, so that the connection and the session go on.
 func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[State], init *SessionFlowInit[State], inCh <-chan *SessionFlowInput, out *outbox[*SessionFlowStreamChunk[Stream]]) (*SessionFlowOutput[State], error) {
 	span := tracing.FromContext(ctx)
 	span.SetMetadata("agent", f.desc.Name)
@@ -344,38 +347,35 @@ func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[Stat
 		}
 	}()
 	work = agent.NewSessionContext(work, sess)
-	resp := &Responder[Stream]{out: out, sess: sess, endTurn: func(ctx context.Context, reason abi.FinishReason) (string, error) {
-		return f.endTurn(ctx, sess, reason)
+	resp := &Responder[Stream]{out: out, sess: sess, patches: &customPatcher{}, endTurn: func(ctx context.Context, reason abi.FinishReason, failure *TurnError) (string, error) {
+		return f.endTurn(ctx, sess, reason, failure)
 	}}
 	work = agent.WithStatusFunc(work, statusSender(resp))
+	work = agent.WithUsageFunc(work, resp.addUsage)
 	resp.ctx = work
-	var patcher customPatcher
 	sess.mu.Lock()
-	sess.onCustom = func() {
-		if resp.out.isReleased() {
-			return // a detached turn streams nothing
-		}
-		doc, err := sess.CustomJSON()
-		if err == nil {
-			err = patcher.next(doc, func(p json.RawMessage) error { return resp.Send(&SessionFlowStreamChunk[Stream]{CustomPatch: p}) })
-		}
-		if err != nil && work.Err() == nil {
-			slog.WarnContext(work, "session: a custom state change could not be streamed", "flow", f.desc.Name, "session", sess.ID(), "error", err)
-		}
-	}
+	sess.onCustom = resp.patches.change // streamed at the next chunk, if the turn asked
 	sess.mu.Unlock()
 
+	if f.setup != nil {
+		f.setup(sess, init)
+	}
 	bodyIn := make(chan *SessionFlowInput)
 	done := make(chan error, 1)
-	go func() {
-		done <- f.fn(work, bodyIn, resp, &SessionFlowParams[Stream, State]{Session: sess, Init: init, Handlers: f.handlers})
-	}()
+	params := &SessionFlowParams[Stream, State]{Session: sess, Init: init, Handlers: f.handlers}
+	start := func() {
+		go func() { done <- f.call(work, bodyIn, resp, params) }()
+	}
+	start()
+	inputs := inCh
 	for {
 		select {
-		case in, ok := <-inCh:
+		case in, ok := <-inputs:
 			if !ok {
+				// The client sends no more: the body finishes its work and returns.
 				close(bodyIn)
-				return f.finish(ctx, sess, resp, <-done)
+				inputs = nil
+				continue
 			}
 			if in.Detach {
 				output, err := f.detach(work, sess, resp, in, bodyIn, done, cancelWork, follow)
@@ -385,15 +385,59 @@ func (f *SessionFlow[Stream, State]) run(ctx context.Context, sess *Session[Stat
 				detached = output != nil
 				return output, err
 			}
-			select {
-			case bodyIn <- in:
-			case err := <-done:
-				return f.finish(ctx, sess, resp, err)
+			resp.patches.startTurn(in.CustomPatches)
+			for delivered := false; !delivered; {
+				opened := sess.beginTurn()
+				select {
+				case bodyIn <- in:
+					delivered = true
+				case err := <-done:
+					if opened {
+						sess.endTurn() // the input never reached the body
+					}
+					if out, end, err := f.exited(ctx, sess, resp, err, false); end {
+						return out, err
+					}
+					start()
+				}
 			}
 		case err := <-done:
-			return f.finish(ctx, sess, resp, err)
+			if out, end, err := f.exited(ctx, sess, resp, err, inputs == nil); end {
+				return out, err
+			}
+			start()
 		}
 	}
+}
+
+// call runs the flow function, a panic of it recovered into its error.
+func (f *SessionFlow[Stream, State]) call(ctx context.Context, inCh <-chan *SessionFlowInput, resp *Responder[Stream], p *SessionFlowParams[Stream, State]) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("session: flow %q: %w", f.desc.Name, agent.Recovered(ctx, v, "flow", f.desc.Name, "session", p.Session.ID()))
+		}
+	}()
+	return f.fn(ctx, inCh, resp, p)
+}
+
+// exited decides what the flow function's return means, and reports whether the
+// connection ends (with its output and error). An error during a turn fails the turn
+// and the connection goes on, with the function called again unless the client has
+// closed the connection (closed), when it finishes; a return outside a turn, or once
+// the client is gone, ends the connection.
+func (f *SessionFlow[Stream, State]) exited(ctx context.Context, sess *Session[State], resp *Responder[Stream], err error, closed bool) (*SessionFlowOutput[State], bool, error) {
+	if err == nil || ctx.Err() != nil || !sess.inTurn() {
+		out, err := f.finish(ctx, sess, resp, err)
+		return out, true, err
+	}
+	if ferr := resp.FailTurn(err); ferr != nil {
+		return nil, true, fmt.Errorf("session: flow %q: %w (failing the turn after: %w)", f.desc.Name, ferr, err)
+	}
+	if closed {
+		out, err := f.finish(ctx, sess, resp, nil)
+		return out, true, err
+	}
+	return nil, false, nil
 }
 
 // finish ends an attached connection once the flow function returned: the
@@ -402,7 +446,7 @@ func (f *SessionFlow[Stream, State]) finish(ctx context.Context, sess *Session[S
 	if err != nil {
 		return nil, err
 	}
-	id, err := f.snapshot(ctx, sess, SnapshotEventInvocationEnd, "")
+	id, err := f.snapshot(ctx, sess, SnapshotEventInvocationEnd, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -411,13 +455,37 @@ func (f *SessionFlow[Stream, State]) finish(ctx context.Context, sess *Session[S
 			return nil, err
 		}
 	}
-	return &SessionFlowOutput[State]{SessionID: sess.ID(), State: sess.State(), SnapshotIDs: sess.NewSnapshotIDs()}, nil
+	return f.output(sess, resp), nil
+}
+
+// output is a connection's output: a server-managed session's carries its snapshot and
+// no state, a client-managed one's its state. resp gives the last turn's finish reason
+// and error, when there is one.
+func (f *SessionFlow[Stream, State]) output(sess *Session[State], resp *Responder[Stream]) *SessionFlowOutput[State] {
+	st := sess.State()
+	out := &SessionFlowOutput[State]{SessionID: sess.ID(), SnapshotIDs: sess.NewSnapshotIDs(), Artifacts: st.Artifacts}
+	for _, m := range slices.Backward(st.Messages) {
+		if m.Role == abi.RoleModel {
+			out.Message = m
+			break
+		}
+	}
+	if resp != nil {
+		out.FinishReason, out.Error = resp.last()
+	}
+	if f.store != nil {
+		out.SnapshotID = sess.SnapshotID()
+	} else {
+		out.State = st
+	}
+	return out
 }
 
 // snapshot takes a snapshot if the callback says so, and returns its ID ("" if none
-// was taken). A state unchanged since the last snapshot is not stored again, and a
-// detached session takes none until its turn settles.
-func (f *SessionFlow[Stream, State]) snapshot(ctx context.Context, sess *Session[State], event SnapshotEvent, reason abi.FinishReason) (string, error) {
+// was taken). A state unchanged since the last snapshot is not stored again, unless the
+// snapshot records a failed turn (failure), and a detached session takes none until
+// its turn settles.
+func (f *SessionFlow[Stream, State]) snapshot(ctx context.Context, sess *Session[State], event SnapshotEvent, reason abi.FinishReason, failure *TurnError) (string, error) {
 	if f.store == nil {
 		return "", nil
 	}
@@ -427,7 +495,7 @@ func (f *SessionFlow[Stream, State]) snapshot(ctx context.Context, sess *Session
 		return "", nil
 	}
 	sess.mu.RLock()
-	unchanged := !sess.changed && sess.parentID != ""
+	unchanged := failure == nil && !sess.changed && sess.parentID != ""
 	sc := &SnapshotContext[State]{Event: event, State: sess.copyState(), PrevState: sess.prevState, TurnIndex: sess.turnIndex}
 	sess.mu.RUnlock()
 	if unchanged {
@@ -440,6 +508,9 @@ func (f *SessionFlow[Stream, State]) snapshot(ctx context.Context, sess *Session
 		return "", nil
 	}
 	snap := &SessionSnapshot[State]{TurnIndex: sc.TurnIndex, Event: event, Status: StatusCompleted, FinishReason: reason, State: *sc.State}
+	if failure != nil {
+		snap.Status, snap.Error = StatusFailed, failure
+	}
 	if err := f.save(ctx, sess, snap); err != nil {
 		return "", err
 	}
@@ -469,15 +540,21 @@ func (f *SessionFlow[Stream, State]) save(ctx context.Context, sess *Session[Sta
 	return nil
 }
 
-// endTurn takes the turn-end snapshot and moves the session to the next turn.
-func (f *SessionFlow[Stream, State]) endTurn(ctx context.Context, sess *Session[State], reason abi.FinishReason) (string, error) {
-	id, err := f.snapshot(ctx, sess, SnapshotEventTurnEnd, reason)
+// endTurn takes the turn-end snapshot and moves the session to the next turn. A
+// failed turn (failure) first puts the session back as the turn found it, and its
+// snapshot, of status failed, records the failure with that state.
+func (f *SessionFlow[Stream, State]) endTurn(ctx context.Context, sess *Session[State], reason abi.FinishReason, failure *TurnError) (string, error) {
+	if failure != nil {
+		sess.rollback()
+	}
+	id, err := f.snapshot(ctx, sess, SnapshotEventTurnEnd, reason, failure)
 	if err != nil {
 		return "", err
 	}
 	sess.mu.Lock()
 	sess.turnIndex++
 	sess.mu.Unlock()
+	sess.endTurn()
 	return id, nil
 }
 
@@ -489,15 +566,51 @@ type Responder[Stream any] struct {
 	out     *outbox[*SessionFlowStreamChunk[Stream]]
 	ctx     context.Context
 	sess    agent.AnySession
-	endTurn func(context.Context, abi.FinishReason) (string, error)
+	endTurn func(context.Context, abi.FinishReason, *TurnError) (string, error)
 
-	mu     sync.Mutex
-	reason abi.FinishReason // of the last turn ended
+	// patches streams the custom state's changes before each chunk, for a turn that
+	// asked (SessionFlowInput.CustomPatches).
+	patches *customPatcher
+
+	mu      sync.Mutex
+	reason  abi.FinishReason     // of the last turn ended
+	failure *TurnError           // why the last turn failed, if it did
+	usage   *abi.GenerationUsage // of the running turn's model calls so far
+}
+
+// addUsage adds a model call's usage to the running turn's.
+func (r *Responder[Stream]) addUsage(_ context.Context, u *abi.GenerationUsage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.usage == nil {
+		r.usage = &abi.GenerationUsage{}
+	}
+	r.usage.Add(u)
 }
 
 // Send sends a complete stream chunk.
 func (r *Responder[Stream]) Send(chunk *SessionFlowStreamChunk[Stream]) error {
+	return r.send(chunk)
+}
+
+// send streams a chunk after the custom state's change since the last one, if any and
+// the turn asked for it: a client applying the patches holds, at each chunk, the state
+// the turn had when the chunk was sent.
+func (r *Responder[Stream]) send(chunk *SessionFlowStreamChunk[Stream]) error {
+	r.flushCustom()
 	return r.out.send(chunk)
+}
+
+// flushCustom streams the custom state's change since the last patch (customPatcher).
+// A change that cannot be streamed is logged: it reaches the client with the next
+// turn's first patch, which carries the whole state.
+func (r *Responder[Stream]) flushCustom() {
+	err := r.patches.flush(r.sess.CustomJSON, func(p json.RawMessage) error {
+		return r.out.send(&SessionFlowStreamChunk[Stream]{CustomPatch: p})
+	})
+	if err != nil && r.ctx.Err() == nil {
+		slog.WarnContext(r.ctx, "session: a custom state change could not be streamed", "session", r.sess.ID(), "error", err)
+	}
 }
 
 // SendChunk sends a chunk of generation output.
@@ -505,19 +618,19 @@ func (r *Responder[Stream]) SendChunk(chunk *abi.GenerateResponseChunk) error {
 	if chunk == nil {
 		return nil
 	}
-	return r.out.send(&SessionFlowStreamChunk[Stream]{Chunk: chunk})
+	return r.send(&SessionFlowStreamChunk[Stream]{Chunk: chunk})
 }
 
 // SendStatus sends a status update of the flow's own type.
 func (r *Responder[Stream]) SendStatus(status Stream) error {
-	return r.out.send(&SessionFlowStreamChunk[Stream]{Status: status})
+	return r.send(&SessionFlowStreamChunk[Stream]{Status: status})
 }
 
 // SendArtifact records the artifact in the session state (replacing one of the same
 // name) and sends it to the client.
 func (r *Responder[Stream]) SendArtifact(a *abi.Artifact) error {
 	r.sess.AddArtifact(a)
-	return r.out.send(&SessionFlowStreamChunk[Stream]{Artifact: a})
+	return r.send(&SessionFlowStreamChunk[Stream]{Artifact: a})
 }
 
 // Refuse tells the client its input for this turn was refused (a resume naming a tool
@@ -529,7 +642,40 @@ func (r *Responder[Stream]) Refuse(err error) error {
 	if errors.As(err, &e) {
 		code = e.Code
 	}
-	return r.out.send(&SessionFlowStreamChunk[Stream]{Error: &TurnError{Message: err.Error(), Code: code, err: err}})
+	return r.send(&SessionFlowStreamChunk[Stream]{Error: &TurnError{Message: err.Error(), Code: code, Status: genkitStatus(code), err: err}})
+}
+
+// FailTurn ends the current turn as failed, for err (a model's, a tool's or a
+// handler's error: DefineAgent calls it for every failure of its turns). Nothing the
+// turn did is kept: the session goes back to its state when the turn's input reached
+// the flow; with a snapshot store a snapshot of status failed records err and that
+// state (streamed as SnapshotCreated), and the EndTurn chunk carries finish reason
+// "failed" and err, which the client's Receive yields as its error. The flow then goes
+// on with the next input, as after EndTurn; a detached turn settles as failed. FailTurn
+// returns an error only when the connection cannot go on: the client left, or the
+// snapshot could not be saved.
+//
+// A client that left (cancelled, or closed the connection) is no failure of the turn,
+// whatever err says (often the stream's error from the client's going): FailTurn then
+// records nothing and returns why the client left.
+//
+// A flow function that returns an error or panics during a turn has its turn failed
+// this way, and is called again for the next input.
+func (r *Responder[Stream]) FailTurn(err error) error {
+	if cause := r.out.gone(); cause != nil {
+		return cause
+	}
+	te := newTurnError(err)
+	r.mu.Lock()
+	r.reason, r.failure = FinishFailed, te
+	usage := r.usage
+	r.usage = nil
+	r.mu.Unlock()
+	id, err := r.endTurn(r.ctx, FinishFailed, te)
+	if err != nil {
+		return err
+	}
+	return r.close(id, &SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: FinishFailed, Error: te, Usage: usage})
 }
 
 // EndTurn ends the answer to the current input: it takes a snapshot if the callback
@@ -541,28 +687,39 @@ func (r *Responder[Stream]) EndTurn() error { return r.EndTurnWith("") }
 // snapshot ("stop", "interrupted"...).
 func (r *Responder[Stream]) EndTurnWith(reason abi.FinishReason) error {
 	r.mu.Lock()
-	r.reason = reason
+	r.reason, r.failure = reason, nil
+	usage := r.usage
+	r.usage = nil
 	r.mu.Unlock()
-	id, err := r.endTurn(r.ctx, reason)
+	id, err := r.endTurn(r.ctx, reason, nil)
 	if err != nil {
 		return err
 	}
-	if id != "" {
-		if err := r.out.send(&SessionFlowStreamChunk[Stream]{SnapshotCreated: id}); err != nil {
+	return r.close(id, &SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: reason, Usage: usage})
+}
+
+// close streams the end of a turn: its last custom-state patch (before the client,
+// told the turn ended, may start the next one, which asks for patches anew), the
+// snapshot it took, if any, then its EndTurn chunk, then the turn signal.
+func (r *Responder[Stream]) close(snapshot string, end *SessionFlowStreamChunk[Stream]) error {
+	r.flushCustom()
+	r.patches.endTurn()
+	if snapshot != "" {
+		if err := r.out.send(&SessionFlowStreamChunk[Stream]{SnapshotCreated: snapshot}); err != nil {
 			return err
 		}
 	}
-	if err := r.out.send(&SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: reason}); err != nil {
+	if err := r.out.send(end); err != nil {
 		return err
 	}
 	return r.out.endTurn()
 }
 
-// lastReason is the finish reason of the last turn ended.
-func (r *Responder[Stream]) lastReason() abi.FinishReason {
+// last returns the finish reason of the last turn ended, and its error if it failed.
+func (r *Responder[Stream]) last() (abi.FinishReason, *TurnError) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.reason
+	return r.reason, r.failure
 }
 
 // SessionFlowConnection is an open connection to a session flow.
@@ -587,8 +744,8 @@ func (c *SessionFlowConnection[Stream, State]) SendText(text string) error {
 }
 
 // Detach sends a last input whose turn runs in the background (SessionFlowInput.Detach).
-// The connection then ends: read the stream to its EndTurn chunk, whose SnapshotCreated
-// chunk before it names the pending snapshot, or call Output.
+// The connection then ends, streaming nothing more: Output names the pending snapshot
+// (SnapshotID) with finish reason "detached".
 func (c *SessionFlowConnection[Stream, State]) Detach(input *SessionFlowInput) error {
 	in := *input
 	in.Detach = true
@@ -608,7 +765,7 @@ func (c *SessionFlowConnection[Stream, State]) Receive() iter.Seq2[*SessionFlowS
 				err = v.Error
 			}
 			if !yield(v, err) {
-				if err == nil && v.EndTurn {
+				if v != nil && v.EndTurn {
 					// The turn signal follows the EndTurn chunk; take it now so the
 					// next Receive starts with the next turn.
 					c.conn.awaitTurn()

@@ -29,6 +29,13 @@ type ChatStatus struct {
 // chatFlow is seed 003's chat agent (section 7.1) over the programmable model: each
 // turn adds the input, streams the model's answer, records the topic and ends the turn.
 func chatFlow(r *agent.Registry, m agent.Model, opts ...session.SessionFlowOption[ChatState]) *session.SessionFlow[ChatStatus, ChatState] {
+	return turnFlow(r, m, true, opts...)
+}
+
+// turnFlow is a chat flow: each turn adds the input, streams a status and the model's
+// answer, records the answer and, when custom is set, adds the input's text to the
+// custom state's topics.
+func turnFlow(r *agent.Registry, m agent.Model, custom bool, opts ...session.SessionFlowOption[ChatState]) *session.SessionFlow[ChatStatus, ChatState] {
 	return session.DefineSessionFlow(r, "chat",
 		func(ctx context.Context, inCh <-chan *session.SessionFlowInput, resp *session.Responder[ChatStatus], params *session.SessionFlowParams[ChatStatus, ChatState]) error {
 			sess := params.Session
@@ -49,10 +56,12 @@ func chatFlow(r *agent.Registry, m agent.Model, opts ...session.SessionFlowOptio
 						return err
 					}
 				}
-				sess.UpdateCustom(func(c ChatState) ChatState {
-					c.Topics = append(slices.Clone(c.Topics), input.Messages[0].Text())
-					return c
-				})
+				if custom {
+					sess.UpdateCustom(func(c ChatState) ChatState {
+						c.Topics = append(slices.Clone(c.Topics), input.Messages[0].Text())
+						return c
+					})
+				}
 				if err := resp.EndTurn(); err != nil {
 					return err
 				}
@@ -79,7 +88,7 @@ func echoModel() *testmodel.Model {
 // turn sends text and collects the turn's stream, summarised as a list of kinds.
 func turn(t *testing.T, conn *session.SessionFlowConnection[ChatStatus, ChatState], text string) (kinds []string, snapshotID, answer string) {
 	t.Helper()
-	if err := conn.SendText(text); err != nil {
+	if err := conn.Send(&session.SessionFlowInput{Messages: []*abi.Message{abi.NewUserTextMessage(text)}, CustomPatches: true}); err != nil {
 		t.Fatal(err)
 	}
 	for c, err := range conn.Receive() {
@@ -133,7 +142,7 @@ func TestSessionFlowChatWithSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.State.Messages) != 4 || out.SessionID == "" {
+	if len(stateOf(t, snaps, out).Messages) != 4 || out.SessionID == "" || out.SnapshotID != snap2 {
 		t.Fatalf("output = %+v", out)
 	}
 	// The invocation-end snapshot is skipped: nothing changed since the last turn end.
@@ -181,7 +190,7 @@ func TestSessionFlowResumeAndBranch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.SessionID != first.SessionID || len(out.State.Messages) != 4 {
+		if out.SessionID != first.SessionID || len(stateOf(t, snaps, out).Messages) != 4 {
 			t.Errorf("resumed output = %s", mustJSON(t, out))
 		}
 		children = append(children, id)
@@ -213,7 +222,7 @@ func TestSessionFlowResumeAndBranch(t *testing.T) {
 	c.Close()
 	out, _ := c.Output()
 	texts := []string{}
-	for _, m := range out.State.Messages {
+	for _, m := range stateOf(t, snaps, out).Messages {
 		texts = append(texts, m.Text())
 	}
 	if want := []string{"one", "echo: one", "two-b", "echo: two-b", "three", "echo: three"}; !slices.Equal(texts, want) {
@@ -227,7 +236,7 @@ func TestSessionFlowResumeAndBranch(t *testing.T) {
 	c, _ = flow.StreamBidi(ctx, session.WithSessionID[ChatState]("user-123"))
 	turn(t, c, "hi")
 	c.Close()
-	if out, _ := c.Output(); out.SessionID != "user-123" || len(out.State.Messages) != 2 {
+	if out, _ := c.Output(); out.SessionID != "user-123" || len(stateOf(t, snaps, out).Messages) != 2 {
 		t.Errorf("new session by ID = %s", mustJSON(t, out))
 	}
 }
@@ -408,11 +417,12 @@ func TestResponderArtifactsAndSessionThroughTools(t *testing.T) {
 	if !slices.Equal(kinds, []string{"notes.md", "notes.md", "other.txt"}) {
 		t.Errorf("streamed artifacts = %v", kinds)
 	}
-	arts := out.State.Artifacts
+	// The output carries the artifacts, not the state: the store keeps it.
+	arts := out.Artifacts
 	if len(arts) != 2 || arts[0].Name != "notes.md" || arts[0].Parts[0].Text != "v2" || arts[1].Name != "other.txt" {
-		t.Errorf("artifacts in state = %s", mustJSON(t, arts))
+		t.Errorf("artifacts in the output = %s", mustJSON(t, arts))
 	}
-	topics := out.State.Custom.Topics
+	topics := stateOf(t, snaps, out).Custom.Topics
 	slices.Sort(topics)
 	if !slices.Equal(topics, []string{"go", "wasm"}) {
 		t.Errorf("topics = %v", topics)
@@ -577,6 +587,70 @@ func TestSnapshotRecordTamperingIsDetected(t *testing.T) {
 	if !errors.Is(err, session.ErrSnapshotCorrupt) {
 		t.Errorf("tampered record: %v", err)
 	}
+}
+
+// TestSettledSnapshotTamperingIsDetected: a pending snapshot's outcome, kept beside its
+// record, is verified on its own: it must name its snapshot, settle a pending one with a
+// settled status, and its state's pieces must hash to their digests.
+func TestSettledSnapshotTamperingIsDetected(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory()
+	snaps := session.NewSnapshotStore[ChatState](mem)
+	save := func(status session.SnapshotStatus) string {
+		snap := &session.SessionSnapshot[ChatState]{SessionID: "s" + string(status), Event: session.SnapshotEventDetach, Status: status,
+			State: session.SessionState[ChatState]{Messages: []*abi.Message{abi.NewUserTextMessage("x")}}}
+		if err := snaps.SaveSnapshot(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+		return snap.SnapshotID
+	}
+	pending, completed := save(session.StatusPending), save(session.StatusCompleted)
+	settled := &session.SessionSnapshot[ChatState]{SnapshotID: pending, Status: session.StatusCompleted, FinishReason: abi.FinishStop,
+		State: session.SessionState[ChatState]{Messages: []*abi.Message{abi.NewUserTextMessage("x"), abi.NewModelTextMessage("done")}}}
+	if err := snaps.SettleSnapshot(ctx, settled); err != nil {
+		t.Fatal(err)
+	}
+	if err := snaps.SettleSnapshot(ctx, &session.SessionSnapshot[ChatState]{SnapshotID: pending, Status: session.StatusAborted}); !errors.Is(err, session.ErrConflict) {
+		t.Errorf("a second settle: %v", err)
+	}
+	rec, _ := mem.Record(ctx, "default", pending)
+	for name, tc := range map[string]struct {
+		id      string
+		outcome string
+	}{
+		"another snapshot's":    {pending, strings.Replace(string(rec.Outcome), pending, completed, 1)},
+		"a pending outcome":     {pending, strings.Replace(string(rec.Outcome), `"status":"completed"`, `"status":"pending"`, 1)},
+		"on a settled snapshot": {completed, strings.Replace(string(rec.Outcome), pending, completed, 1)},
+		"not JSON":              {pending, "{"},
+		"a state not stored":    {pending, strings.Replace(string(rec.Outcome), `"head":"`, `"head":"0`, 1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			forged := &outcomeStore{Store: mem, id: tc.id, outcome: []byte(tc.outcome)}
+			_, err := session.NewSnapshotStore[ChatState](forged).GetSnapshot(ctx, tc.id)
+			if !errors.Is(err, session.ErrSnapshotCorrupt) || !strings.Contains(err.Error(), tc.id) {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	// Untouched, it reads settled, under its own ID.
+	if got, err := session.NewSnapshotStore[ChatState](mem).GetSnapshot(ctx, pending); err != nil || got.SnapshotID != pending || got.Status != session.StatusCompleted || len(got.State.Messages) != 2 {
+		t.Errorf("the settled snapshot: %+v, %v", got, err)
+	}
+}
+
+// outcomeStore answers the record id with another outcome.
+type outcomeStore struct {
+	store.Store
+	id      string
+	outcome []byte
+}
+
+func (o *outcomeStore) Record(ctx context.Context, ns, id string) (store.Record, error) {
+	rec, err := o.Store.Record(ctx, ns, id)
+	if id == o.id {
+		rec.Outcome = o.outcome
+	}
+	return rec, err
 }
 
 // TestSnapshotsStoreOnlyWhatChanged checks structural sharing: each turn writes one new

@@ -27,13 +27,18 @@ type Session[State any] struct {
 	// LockUpdates); mu protects each single access.
 	updates sync.Mutex
 
-	// onCustom is called after each change of the custom state (customPatch chunks).
+	// onCustom is called after each change of the custom state: it marks the state
+	// changed, for the customPatch chunk streamed at the next chunk (customPatcher).
 	onCustom func()
 
 	// snapMu is held while a snapshot is saved, so that a detach writes its pending
 	// snapshot after any save in flight; detached then suspends the saves of turns.
 	snapMu   sync.Mutex
 	detached bool
+
+	// turn is the state the running turn began in, nil between turns: what a failed
+	// turn goes back to.
+	turn *turnBase[State]
 
 	// Snapshot bookkeeping.
 	parentID       string               // the last snapshot taken or resumed from
@@ -42,6 +47,19 @@ type Session[State any] struct {
 	turnIndex      int                  // the turn now running
 	changed        bool                 // state changed since parentID
 	newSnapshotIDs []string
+}
+
+// turnBase is the state a turn began in.
+type turnBase[State any] struct {
+	// state shares the session's slices, which are never written in place (appends go
+	// past the base's length, replacements copy first), so keeping it costs nothing
+	// however long the conversation; Custom is shared until the turn changes it.
+	state   SessionState[State]
+	changed bool
+	// custom is the JSON of the custom state before the turn first changed it (nil
+	// while it has not): a change may have been made in place, in maps or slices the
+	// base's Custom shares.
+	custom []byte
 }
 
 func newSession[State any](id string, st SessionState[State]) *Session[State] {
@@ -78,11 +96,14 @@ func (s *Session[State]) copyState() *SessionState[State] {
 	return &c
 }
 
-// Messages returns the conversation so far.
+// Messages returns the conversation so far: the session's own slice, clipped, so that a
+// turn does not copy the whole history to read it. Appending to it copies it; writing
+// into it is not allowed (SetMessages changes the history). Later additions to the
+// session do not show in it.
 func (s *Session[State]) Messages() []*abi.Message {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return slices.Clone(s.state.Messages)
+	return slices.Clip(s.state.Messages)
 }
 
 // AddMessages appends messages to the conversation.
@@ -111,6 +132,7 @@ func (s *Session[State]) Custom() State {
 // SetCustom replaces the application's state.
 func (s *Session[State]) SetCustom(custom State) {
 	s.mu.Lock()
+	s.keepCustom()
 	s.state.Custom = custom
 	s.changed = true
 	s.mu.Unlock()
@@ -122,10 +144,71 @@ func (s *Session[State]) SetCustom(custom State) {
 // use it instead of Custom followed by SetCustom.
 func (s *Session[State]) UpdateCustom(fn func(State) State) {
 	s.mu.Lock()
+	s.keepCustom()
 	s.state.Custom = fn(s.state.Custom)
 	s.changed = true
 	s.mu.Unlock()
 	s.customChanged()
+}
+
+// keepCustom keeps the custom state as the running turn found it, before the turn's
+// first change of it. The caller holds s.mu.
+func (s *Session[State]) keepCustom() {
+	if s.turn == nil || s.turn.custom != nil {
+		return
+	}
+	if b, err := json.Marshal(s.state.Custom); err == nil {
+		s.turn.custom = b
+	}
+}
+
+// beginTurn records the state a turn begins in, unless a turn is running already (its
+// flow function has not ended it), and reports whether it did.
+func (s *Session[State]) beginTurn() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turn != nil {
+		return false
+	}
+	s.turn = &turnBase[State]{state: s.state, changed: s.changed}
+	return true
+}
+
+// endTurn forgets the running turn's beginning: the turn ended.
+func (s *Session[State]) endTurn() {
+	s.mu.Lock()
+	s.turn = nil
+	s.mu.Unlock()
+}
+
+// inTurn reports whether a turn is running.
+func (s *Session[State]) inTurn() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.turn != nil
+}
+
+// rollback puts the state back as the running turn found it, and ends the turn.
+func (s *Session[State]) rollback() {
+	s.mu.Lock()
+	t := s.turn
+	if t == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.turn = nil
+	st := t.state
+	if t.custom != nil {
+		var c State
+		if err := json.Unmarshal(t.custom, &c); err == nil {
+			st.Custom = c
+		}
+	}
+	s.state, s.changed = st, t.changed
+	s.mu.Unlock()
+	if t.custom != nil {
+		s.customChanged()
+	}
 }
 
 // customChanged tells the connection's watcher, if any, that the custom state changed,

@@ -56,8 +56,15 @@ type SnapshotStore[State any] interface {
 	// turn (branches) in the order they were saved.
 	ListSnapshots(ctx context.Context, sessionID string) ([]*SessionSnapshot[State], error)
 	// LatestSnapshot returns the session's most recently saved snapshot, or an error
-	// wrapping ErrSnapshotNotFound.
+	// wrapping ErrSnapshotNotFound: the session's head, which a connection resuming the
+	// session by its ID continues (after a branch, the branch's last snapshot).
 	LatestSnapshot(ctx context.Context, sessionID string) (*SessionSnapshot[State], error)
+	// SettleSnapshot settles the pending snapshot snap.SnapshotID under its own ID:
+	// from then on it reads with snap's Status (completed, failed or aborted),
+	// FinishReason, Error, State and UpdatedAt (now, when zero); its other fields are
+	// the pending snapshot's. A snapshot settles once: a second settle is an error
+	// wrapping ErrConflict; an unknown one, ErrSnapshotNotFound.
+	SettleSnapshot(ctx context.Context, snap *SessionSnapshot[State]) error
 }
 
 // The errors of sessions and snapshots, for errors.Is. A server maps them to stable
@@ -80,12 +87,9 @@ var (
 	// ErrInvalidInit: a connection's init is contradictory (state with an ID, a
 	// snapshot of another session than the one named).
 	ErrInvalidInit = errors.New("invalid session init")
-	// ErrNotResumable: the snapshot cannot be resumed: a detached turn is still
-	// running (pending) or it recorded a failure.
+	// ErrNotResumable: the snapshot cannot be resumed: its detached turn is still
+	// running (pending).
 	ErrNotResumable = errors.New("snapshot not resumable")
-	// ErrNotPending: an abort named a snapshot whose turn is not running in the
-	// background (it finished, failed or was aborted).
-	ErrNotPending = errors.New("snapshot not pending")
 	// ErrConflict: another connection extended the same snapshot first (two hosts
 	// running a turn of one session). Reload the session and retry. It is the store's
 	// error, store.ErrConflict.

@@ -26,17 +26,23 @@ import (
 // Messages are stored as a chain of segments, each holding the messages a save added
 // and the digest of the previous segment, so a turn writes only its own messages and a
 // long conversation's storage grows linearly.
+//
+// A pending snapshot (a detached turn's) is settled under its own ID: the store keeps
+// its outcome beside the record (store.Store.Settle), the JSON of outcomeRecord, which
+// names the snapshot and the final state's pieces, stored as blobs like any state's.
 
 // snapshotFormat is the version of the stored form. Format 1 had no branch, status,
-// finish reason or error; it reads as format 2 without them.
-const snapshotFormat = 2
+// finish reason or error; format 2's error was an abi.Error; both read as format 3
+// without what they lack.
+const snapshotFormat = 3
 
 // snapshotRecord is a stored snapshot. Fields are declared in the order of their JSON
 // keys so that encoding/json writes the keys sorted.
 type snapshotRecord struct {
-	Branch       bool             `json:"branch,omitempty"`
-	CreatedAt    time.Time        `json:"createdAt"`
-	Error        *abi.Error       `json:"error,omitempty"`
+	Branch    bool      `json:"branch,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	// Error is a *TurnError (format 3) or an *abi.Error (format 2): see turnError.
+	Error        json.RawMessage  `json:"error,omitempty"`
 	Event        SnapshotEvent    `json:"event"`
 	FinishReason abi.FinishReason `json:"finishReason,omitempty"`
 	ParentID     string           `json:"parentId,omitempty"`
@@ -44,6 +50,19 @@ type snapshotRecord struct {
 	State        stateRoot        `json:"state"`
 	Status       SnapshotStatus   `json:"status,omitempty"`
 	TurnIndex    int              `json:"turnIndex"`
+	V            int              `json:"v"`
+}
+
+// outcomeRecord is how a pending snapshot settled, kept beside its record: the JSON
+// of this struct (keys sorted). It names the snapshot it settles, which a read checks;
+// its state's pieces are blobs, checked against their digests as a record's are.
+type outcomeRecord struct {
+	Error        *TurnError       `json:"error,omitempty"`
+	FinishReason abi.FinishReason `json:"finishReason,omitempty"`
+	SnapshotID   string           `json:"snapshotId"`
+	State        stateRoot        `json:"state"`
+	Status       SnapshotStatus   `json:"status"`
+	UpdatedAt    time.Time        `json:"updatedAt"`
 	V            int              `json:"v"`
 }
 
@@ -215,6 +234,95 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 			return fmt.Errorf("session: saving a snapshot of session %s: parent: %w", snap.SessionID, err)
 		}
 	}
+	enc, err := encodeState(parent, &snap.State)
+	if err != nil {
+		return fmt.Errorf("session: encoding the state of session %s: %w", snap.SessionID, err)
+	}
+	if snap.CreatedAt.IsZero() {
+		snap.CreatedAt = time.Now()
+	}
+	rec := snapshotRecord{
+		Branch:       snap.Branch,
+		CreatedAt:    snap.CreatedAt.UTC(),
+		Event:        snap.Event,
+		FinishReason: snap.FinishReason,
+		ParentID:     snap.ParentID,
+		SessionID:    snap.SessionID,
+		State:        enc.root,
+		Status:       snap.Status,
+		TurnIndex:    snap.TurnIndex,
+		V:            snapshotFormat,
+	}
+	if snap.Error != nil {
+		if rec.Error, err = json.Marshal(snap.Error); err != nil {
+			return fmt.Errorf("session: encoding the error of session %s: %w", snap.SessionID, err)
+		}
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("session: encoding the snapshot record of session %s: %w", snap.SessionID, err)
+	}
+	id := digest(data)
+	if err := s.st.Commit(ctx, s.ns, store.Record{ID: id, Session: snap.SessionID, Parent: snap.ParentID, Branch: snap.Branch, Turn: snap.TurnIndex, Data: data}, enc.blobs); err != nil {
+		return fmt.Errorf("session: saving a snapshot of session %s: %w", snap.SessionID, err)
+	}
+	snap.SnapshotID = id
+	s.recent.Add(id, enc.known)
+	if !snap.Branch && snap.ParentID != "" {
+		// The line rule lets no other save continue the parent, so the parent's entry
+		// could only serve a branch: give its room to live sessions.
+		s.recent.Remove(snap.ParentID)
+	}
+	return nil
+}
+
+// SettleSnapshot implements SnapshotStore: the outcome's state is stored as a child's
+// would be, its pieces reusing the pending state's.
+func (s *snapshotStore[State]) SettleSnapshot(ctx context.Context, snap *SessionSnapshot[State]) error {
+	switch snap.Status {
+	case StatusCompleted, StatusFailed, StatusAborted:
+	default:
+		return fmt.Errorf("session: settling snapshot %s: %w: status %q does not settle a turn", snap.SnapshotID, agent.ErrInvalidInput, snap.Status)
+	}
+	pending, err := s.knownOf(ctx, snap.SnapshotID)
+	if err != nil {
+		return fmt.Errorf("session: settling snapshot %s: %w", snap.SnapshotID, err)
+	}
+	enc, err := encodeState(pending, &snap.State)
+	if err != nil {
+		return fmt.Errorf("session: settling snapshot %s: encoding its state: %w", snap.SnapshotID, err)
+	}
+	if snap.UpdatedAt.IsZero() {
+		snap.UpdatedAt = time.Now()
+	}
+	out := outcomeRecord{Error: snap.Error, FinishReason: snap.FinishReason, SnapshotID: snap.SnapshotID, State: enc.root,
+		Status: snap.Status, UpdatedAt: snap.UpdatedAt.UTC(), V: snapshotFormat}
+	data, err := json.Marshal(out)
+	if err != nil {
+		return fmt.Errorf("session: settling snapshot %s: %w", snap.SnapshotID, err)
+	}
+	if err := s.st.Settle(ctx, s.ns, snap.SnapshotID, data, enc.blobs); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("session: settling snapshot %s: %w", snap.SnapshotID, ErrSnapshotNotFound)
+		}
+		return fmt.Errorf("session: settling snapshot %s: %w", snap.SnapshotID, damaged(err))
+	}
+	// The snapshot now stands for its final state: what a save of its child needs.
+	s.recent.Add(snap.SnapshotID, enc.known)
+	return nil
+}
+
+// encoded is a state put in stored form.
+type encoded struct {
+	root  stateRoot
+	blobs []store.Blob // those the parent's state did not have
+	known *known       // what saving a child of the state needs
+}
+
+// encodeState puts a state in stored form, reusing the pieces the parent's state (if
+// any) has: the message segments the messages begin with, the custom state, artifacts
+// and prompt input whose bytes are unchanged.
+func encodeState[State any](parent *known, st *SessionState[State]) (*encoded, error) {
 	var blobs []store.Blob
 	add := func(data []byte) string {
 		d := digest(data)
@@ -229,7 +337,6 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 		}
 		return add(data)
 	}
-	st := &snap.State
 	var root stateRoot
 	var prev stateRoot
 	if parent != nil {
@@ -242,7 +349,7 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 	if parent != nil {
 		var err error
 		if base, err = sharedSegments(parent, st.Messages); err != nil {
-			return fmt.Errorf("session: encoding the messages of session %s: %w", snap.SessionID, err)
+			return nil, fmt.Errorf("the messages: %w", err)
 		}
 	}
 	head := base
@@ -255,7 +362,7 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 		seg.Messages = st.Messages[seg.Start:]
 		data, err := json.Marshal(seg)
 		if err != nil {
-			return fmt.Errorf("session: encoding the messages of session %s: %w", snap.SessionID, err)
+			return nil, fmt.Errorf("the messages: %w", err)
 		}
 		head = &segRef{digest: add(data), end: len(st.Messages), size: size + len(data), prev: base}
 	}
@@ -265,13 +372,13 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 
 	custom, err := json.Marshal(st.Custom)
 	if err != nil {
-		return fmt.Errorf("session: encoding the custom state of session %s: %w", snap.SessionID, err)
+		return nil, fmt.Errorf("the custom state: %w", err)
 	}
 	root.Custom = reuse(custom, prev.Custom)
 	for i, a := range st.Artifacts {
 		data, err := json.Marshal(a)
 		if err != nil {
-			return fmt.Errorf("session: encoding artifact %q of session %s: %w", a.Name, snap.SessionID, err)
+			return nil, fmt.Errorf("artifact %q: %w", a.Name, err)
 		}
 		var was string
 		if i < len(prev.Artifacts) {
@@ -282,45 +389,13 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 	if st.PromptInput != nil {
 		data, err := json.Marshal(st.PromptInput)
 		if err != nil {
-			return fmt.Errorf("session: encoding the prompt input of session %s: %w", snap.SessionID, err)
+			return nil, fmt.Errorf("the prompt input: %w", err)
 		}
 		root.PromptInput = reuse(data, prev.PromptInput)
 	}
-
-	if snap.CreatedAt.IsZero() {
-		snap.CreatedAt = time.Now()
-	}
-	rec := snapshotRecord{
-		Branch:       snap.Branch,
-		CreatedAt:    snap.CreatedAt.UTC(),
-		Error:        snap.Error,
-		Event:        snap.Event,
-		FinishReason: snap.FinishReason,
-		ParentID:     snap.ParentID,
-		SessionID:    snap.SessionID,
-		State:        root,
-		Status:       snap.Status,
-		TurnIndex:    snap.TurnIndex,
-		V:            snapshotFormat,
-	}
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("session: encoding the snapshot record of session %s: %w", snap.SessionID, err)
-	}
-	id := digest(data)
-	if err := s.st.Commit(ctx, s.ns, store.Record{ID: id, Session: snap.SessionID, Parent: snap.ParentID, Branch: snap.Branch, Turn: snap.TurnIndex, Data: data}, blobs); err != nil {
-		return fmt.Errorf("session: saving a snapshot of session %s: %w", snap.SessionID, err)
-	}
-	snap.SnapshotID = id
 	// A copy, so that a caller reusing its slice cannot change what the pointers stand
 	// for.
-	s.recent.Add(id, &known{msgs: slices.Clone(st.Messages), chain: head, root: root})
-	if !snap.Branch && snap.ParentID != "" {
-		// The line rule lets no other save continue the parent, so the parent's entry
-		// could only serve a branch: give its room to live sessions.
-		s.recent.Remove(snap.ParentID)
-	}
-	return nil
+	return &encoded{root: root, blobs: blobs, known: &known{msgs: slices.Clone(st.Messages), chain: head, root: root}}, nil
 }
 
 // sharedSegments returns the last of the parent's segments, oldest first, that the
@@ -394,37 +469,20 @@ func (s *snapshotStore[State]) record(ctx context.Context, id string) (store.Rec
 }
 
 // GetSnapshot implements SnapshotStore. Every piece read is checked against its hash.
-// A pending snapshot whose detached turn has settled reads as the snapshot that settled
-// it (its child, completed, failed or aborted).
+// A pending snapshot whose detached turn has settled reads as settled: its own ID,
+// parent and turn, with the outcome's status and state.
 func (s *snapshotStore[State]) GetSnapshot(ctx context.Context, id string) (*SessionSnapshot[State], error) {
 	rec, err := s.record(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	snap, k, err := s.decode(ctx, rec)
-	if err == nil && snap.Status == StatusPending {
-		snap, k, err = s.settled(ctx, snap, k)
-	}
 	if err != nil {
 		return nil, err
 	}
 	// A loaded snapshot is usually loaded to be resumed: remember it for the save.
 	s.recent.Add(snap.SnapshotID, k)
 	return snap, nil
-}
-
-// settled returns the snapshot that settled a pending one, or the pending one.
-func (s *snapshotStore[State]) settled(ctx context.Context, pending *SessionSnapshot[State], k *known) (*SessionSnapshot[State], *known, error) {
-	recs, err := s.st.Records(ctx, s.ns, pending.SessionID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("session: loading the settlement of snapshot %s: %w", pending.SnapshotID, damaged(err))
-	}
-	for _, rec := range recs {
-		if rec.Parent == pending.SnapshotID && !rec.Branch {
-			return s.decode(ctx, rec)
-		}
-	}
-	return pending, k, nil
 }
 
 // decode reads a stored snapshot, verifying every piece, and returns what saving a
@@ -467,14 +525,33 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 		Event:        r.Event,
 		Status:       r.Status,
 		FinishReason: r.FinishReason,
-		Error:        r.Error,
+	}
+	var err error
+	if snap.Error, err = turnError(r.V, r.Error); err != nil {
+		return nil, nil, corrupt("error: %v", err)
+	}
+	root := r.State
+	if rec.Outcome != nil {
+		var o outcomeRecord
+		if err := json.Unmarshal(rec.Outcome, &o); err != nil {
+			return nil, nil, corrupt("outcome: %v", err)
+		}
+		switch {
+		case o.SnapshotID != id:
+			return nil, nil, corrupt("its outcome names snapshot %s", o.SnapshotID)
+		case o.V < 3 || o.V > snapshotFormat:
+			return nil, nil, corrupt("outcome stored in format %d; this version reads formats 3 to %d", o.V, snapshotFormat)
+		case r.Status != StatusPending || (o.Status != StatusCompleted && o.Status != StatusFailed && o.Status != StatusAborted):
+			return nil, nil, corrupt("a %s snapshot settled as %q", statusOf(snap), o.Status)
+		}
+		snap.Status, snap.FinishReason, snap.Error, snap.UpdatedAt, root = o.Status, o.FinishReason, o.Error, o.UpdatedAt, o.State
 	}
 	snap.State.SessionID = r.SessionID
 
 	// Walk the message chain from its head back to the first segment.
 	var chain *segRef
 	canonical := 0 // messages of the segments that encode to their bytes again
-	if m := r.State.Messages; m != nil {
+	if m := root.Messages; m != nil {
 		var segs []*loaded
 		var refs []string
 		for d := m.Head; d != ""; {
@@ -517,8 +594,8 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 		}
 		snap.State.Messages = msgs
 	}
-	if r.State.Custom != "" {
-		data, err := blob("custom state", r.State.Custom)
+	if root.Custom != "" {
+		data, err := blob("custom state", root.Custom)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -526,7 +603,7 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 			return nil, nil, corrupt("custom state does not decode into %T: %v", snap.State.Custom, err)
 		}
 	}
-	for _, d := range r.State.Artifacts {
+	for _, d := range root.Artifacts {
 		data, err := blob("artifact", d)
 		if err != nil {
 			return nil, nil, err
@@ -537,8 +614,8 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 		}
 		snap.State.Artifacts = append(snap.State.Artifacts, &a)
 	}
-	if r.State.PromptInput != "" {
-		data, err := blob("prompt input", r.State.PromptInput)
+	if root.PromptInput != "" {
+		data, err := blob("prompt input", root.PromptInput)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -547,11 +624,29 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 		}
 	}
 	// A copy: the caller owns the snapshot's slice.
-	return snap, &known{msgs: slices.Clone(snap.State.Messages[:canonical]), chain: chain, root: r.State}, nil
+	return snap, &known{msgs: slices.Clone(snap.State.Messages[:canonical]), chain: chain, root: root}, nil
 }
 
-// ListSnapshots implements SnapshotStore. A detached turn shows as its pending snapshot
-// followed by the snapshot that settled it.
+// turnError decodes a record's error: a TurnError from format 3, an abi.Error (its
+// code and message) from format 2.
+func turnError(format int, raw json.RawMessage) (*TurnError, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	if format >= 3 {
+		var te TurnError
+		err := json.Unmarshal(raw, &te)
+		return &te, err
+	}
+	var e abi.Error
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return nil, err
+	}
+	return &TurnError{Message: e.Message, Code: e.Code, Status: genkitStatus(e.Code)}, nil
+}
+
+// ListSnapshots implements SnapshotStore. A detached turn shows as its snapshot, pending
+// or settled.
 func (s *snapshotStore[State]) ListSnapshots(ctx context.Context, sessionID string) ([]*SessionSnapshot[State], error) {
 	recs, err := s.st.Records(ctx, s.ns, sessionID)
 	if err != nil {

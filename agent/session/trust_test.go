@@ -166,8 +166,8 @@ func TestInputMessagesMayNotSpeakForTheModel(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if out := finish(t, conn); len(out.State.Messages) != 0 || len(a.model.Requests()) != 0 {
-		t.Errorf("refused inputs changed the session (%d messages) or called the model", len(out.State.Messages))
+	if st := stateOf(t, a.store, finish(t, conn)); len(st.Messages) != 0 || len(a.model.Requests()) != 0 {
+		t.Errorf("refused inputs changed the session (%d messages) or called the model", len(st.Messages))
 	}
 }
 

@@ -91,7 +91,7 @@ plugins: each <name>.wasm with the manifest <name>.json beside it, if any (the J
 		fmt.Fprintf(stderr, "serving %d tools over stdio: %s\n", len(tools), served)
 		err = srv.Run(ctx, &mcpsdk.IOTransport{Reader: os.Stdin, Writer: nopWriteCloser{stdout}})
 	} else {
-		err = serveHTTP(ctx, *addr, srv.Handler(), func(url string) {
+		err = serveHTTP(ctx, *addr, srv.Handler(nil), func(url string) {
 			fmt.Fprintf(stderr, "serving %d tools over streamable HTTP at %s: %s\n", len(tools), url, served)
 		})
 	}

@@ -266,7 +266,7 @@ func BenchmarkMCPToolCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(srv.Handler(nil))
 	defer ts.Close()
 
 	bench := func(name string, tool func(b *testing.B) agent.Tool) {

@@ -486,6 +486,73 @@ func TestGenkitListsAndRunsActions(t *testing.T) {
 	}
 }
 
+// TestClientsSeeFailedTurns: clients nobody here wrote see a failed turn as their
+// protocol says, and go on with the session: the openai package gets an APIError of
+// status 500 and type server_error (an InternalServerError), with the turn's code;
+// Genkit's CLI gets a resolved output of finish reason failed with Genkit's error
+// shape, and its aborts of a settled or unknown snapshot answer a status or none.
+func TestClientsSeeFailedTurns(t *testing.T) {
+	dir := clients(t)
+	deployment := t.TempDir()
+	misbehave, _ := filepath.Abs("../../host/testdata/misbehave")
+	src := "name: fragile\nmodel: {name: misbehave/failer}\nsnapshots: {store: memory}\nplugins:\n  - path: " + misbehave + "\n"
+	if err := os.WriteFile(filepath.Join(deployment, "fragile.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	project := t.TempDir()
+	s := startServe(t, "-data", t.TempDir(), "-dev", "-reflection-addr", "127.0.0.1:0", "-genkit-dir", project, deployment)
+
+	var openai struct {
+		Failure *struct {
+			Status     int
+			Type, Code string
+			Message    string
+			Internal   bool
+			Session    string
+		}
+		Text string
+	}
+	node(t, dir, "openai-failed.mjs", &openai, s.url, "fragile", "model error", "hello")
+	if f := openai.Failure; f == nil || f.Status != 500 || f.Type != "server_error" || f.Code != "unavailable" || !f.Internal || f.Session == "" || openai.Text != "ok: hello" {
+		t.Errorf("the openai package: %+v, then %q", f, openai.Text)
+	}
+
+	var genkit struct {
+		Failed struct {
+			SessionID, SnapshotID, FinishReason string
+			State                               any
+			Error                               struct{ Status, Message, Code, Model string }
+		}
+		Next struct {
+			FinishReason string
+			Message      struct{ Content []struct{ Text string } }
+		}
+		Snapshot struct {
+			SnapshotID, Status string
+			Error              struct{ Code string }
+		}
+		AbortSettled, AbortUnknown struct{ SnapshotID, Status string }
+	}
+	node(t, dir, "genkit-outcomes.mjs", &genkit, project, "fragile", "model error", "hello")
+	f := genkit.Failed
+	if f.FinishReason != "failed" || f.Error.Status != "UNAVAILABLE" || f.Error.Code != "unavailable" || f.Error.Model != "misbehave/failer" ||
+		!strings.Contains(f.Error.Message, "the provider is down") || f.SnapshotID == "" || f.State != nil {
+		t.Errorf("Genkit's CLI saw the failed turn as %+v", f)
+	}
+	if n := genkit.Next; n.FinishReason != "stop" || len(n.Message.Content) == 0 || n.Message.Content[0].Text != "ok: hello" {
+		t.Errorf("the turn after: %+v", n)
+	}
+	if sn := genkit.Snapshot; sn.SnapshotID != f.SnapshotID || sn.Status != "failed" || sn.Error.Code != "unavailable" {
+		t.Errorf("the failed snapshot: %+v", sn)
+	}
+	if a := genkit.AbortSettled; a.SnapshotID != f.SnapshotID || a.Status != "failed" {
+		t.Errorf("abort of the failed snapshot: %+v", a)
+	}
+	if a := genkit.AbortUnknown; a.SnapshotID != "no-such-snapshot" || a.Status != "" {
+		t.Errorf("abort of an unknown snapshot: %+v", a)
+	}
+}
+
 // TestWebSocketClientInAnotherProcess holds a multi-turn session over a WebSocket from
 // Node.js.
 func TestWebSocketClientInAnotherProcess(t *testing.T) {
@@ -565,6 +632,23 @@ func TestRoutedAgentPageInChromium(t *testing.T) {
 	t.Logf("screenshot: %s", shot)
 }
 
+// makeKey makes an API key of a tenant with the admin API.
+func (s *served) makeKey(t *testing.T, admin, tenant string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", s.url+"/admin/tenants/"+tenant+"/keys", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var made struct{ Key string }
+	if err := json.NewDecoder(resp.Body).Decode(&made); err != nil || made.Key == "" {
+		t.Fatalf("making a key: %d, %v", resp.StatusCode, err)
+	}
+	return made.Key
+}
+
 // TestTenantPageInChromium drives the page of a server of tenants: it asks for an API
 // key, says so when the server refuses one, and with a good one streams an answer
 // over the WebSocket, the key kept in sessionStorage alone.
@@ -579,18 +663,7 @@ func TestTenantPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServe(t, "-data", t.TempDir(), "-tenants", tenants, exampleDeployment)
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", s.url+"/admin/tenants/a/keys", nil)
-	req.Header.Set("Authorization", "Bearer "+admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var made struct{ Key string }
-	err = json.NewDecoder(resp.Body).Decode(&made)
-	resp.Body.Close()
-	if err != nil || made.Key == "" {
-		t.Fatalf("making a key: %d, %v", resp.StatusCode, err)
-	}
+	made := struct{ Key string }{s.makeKey(t, admin, "a")}
 
 	shot := screenshot(t, "chat-page-tenants.png")
 	var got struct {

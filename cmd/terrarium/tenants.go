@@ -177,7 +177,7 @@ func tenantMCP(ctx context.Context, dir, tenantsFile, dataDir string, patterns [
 		if err != nil {
 			return nil, closeAll, fmt.Errorf("tenant %s: %w", t.ID, err)
 		}
-		byTenant[t.ID] = srv.Handler()
+		byTenant[t.ID] = srv.Handler(nil)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, err := keys.AuthenticateRequest(r)

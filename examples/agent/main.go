@@ -125,7 +125,12 @@ func run(ctx context.Context, w io.Writer, prompts string) error {
 	if err != nil {
 		return err
 	}
-	pending := session.PendingToolRequests(out.State.Messages)
+	// The store keeps the session: the output names its snapshot, which holds the state.
+	last, err := snapshots.GetSnapshot(ctx, out.SnapshotID)
+	if err != nil {
+		return err
+	}
+	pending := session.PendingToolRequests(last.State.Messages)
 	fmt.Fprintf(w, "waiting for approval: %v\n", pending[0].Metadata["interrupt"])
 
 	// Later, in another connection: the supervisor approves.
@@ -142,7 +147,10 @@ func run(ctx context.Context, w io.Writer, prompts string) error {
 	if out, err = conn.Output(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "state: mood %q, refunds %d, %d messages\n", out.State.Custom.Mood, out.State.Custom.Refunds, len(out.State.Messages))
+	if last, err = snapshots.GetSnapshot(ctx, out.SnapshotID); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "state: mood %q, refunds %d, %d messages\n", last.State.Custom.Mood, last.State.Custom.Refunds, len(last.State.Messages))
 
 	fmt.Fprintln(w, "\nwhat the model was sent, call by call:")
 	for i, req := range model.Requests() {

@@ -129,7 +129,12 @@ func run(ctx context.Context, w io.Writer, dir, sessionID string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "session %s: %d messages, snapshots this run: %d\n", out.SessionID, len(out.State.Messages), len(out.SnapshotIDs))
+	// The store keeps the session: the output names its last snapshot.
+	last, err := snapshots.GetSnapshot(ctx, out.SnapshotID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "session %s: %d messages, snapshots this run: %d\n", out.SessionID, len(last.State.Messages), len(out.SnapshotIDs))
 	all, err := snapshots.ListSnapshots(ctx, out.SessionID)
 	if err != nil {
 		return err
@@ -149,13 +154,16 @@ func run(ctx context.Context, w io.Writer, dir, sessionID string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "resumed: %d messages, topics %q\n", len(out.State.Messages), out.State.Custom.Topics)
+	if last, err = snapshots.GetSnapshot(ctx, out.SnapshotID); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "resumed: %d messages, topics %q\n", len(last.State.Messages), last.State.Custom.Topics)
 
 	// 7.3: client-managed state. A flow without a snapshot store leaves the state to the
 	// client, which keeps out.State (its session ID inside) and sends it back. (A flow
 	// with a store refuses client state: its history is the server's.)
 	portable := session.DefineSessionFlow(r, "portableChat", body)
-	client, err := portable.StreamBidi(ctx, session.WithState(out.State))
+	client, err := portable.StreamBidi(ctx, session.WithState(&last.State))
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,8 @@
 //  4. otherwise: "echo: " followed by the last user message's text.
 //
 // It streams its text word by word before returning the whole response, whose usage
-// counts input and output characters. It needs no capabilities.
+// counts input and output characters, and tokens as a word each (a tool request or
+// response is one). It needs no capabilities.
 //
 // Build it with: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o offline.wasm .
 package main
@@ -69,18 +70,20 @@ func generate(_ context.Context, req *abi.GenerateRequest) (*abi.GenerateRespons
 			return nil, err
 		}
 	}
-	in := 0
+	return &abi.GenerateResponse{Message: msg, FinishReason: abi.FinishStop, Usage: usage(req, msg)}, nil
+}
+
+// usage counts what an answer used: characters, and tokens as a word each (a tool
+// request is one), a stand-in for a tokenizer that shows usage adding up.
+func usage(req *abi.GenerateRequest, msg *abi.Message) *abi.GenerationUsage {
+	u := &abi.GenerationUsage{OutputCharacters: utf8.RuneCountInString(msg.Text()),
+		OutputTokens: len(strings.Fields(msg.Text())) + len(msg.ToolRequests())}
 	for _, m := range req.Messages {
-		in += utf8.RuneCountInString(m.Text())
+		u.InputCharacters += utf8.RuneCountInString(m.Text())
+		u.InputTokens += len(strings.Fields(m.Text())) + len(m.ToolRequests()) + len(m.ToolResponses())
 	}
-	return &abi.GenerateResponse{
-		Message:      msg,
-		FinishReason: abi.FinishStop,
-		Usage: &abi.GenerationUsage{
-			InputCharacters:  in,
-			OutputCharacters: utf8.RuneCountInString(msg.Text()),
-		},
-	}, nil
+	u.TotalTokens = u.InputTokens + u.OutputTokens
+	return u
 }
 
 // answer applies the rules of the package doc.

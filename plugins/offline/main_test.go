@@ -64,3 +64,13 @@ func TestAnswerRules(t *testing.T) {
 		}
 	}
 }
+
+// Usage counts a token a word, a tool request or response one.
+func TestUsage(t *testing.T) {
+	req := &abi.GenerateRequest{Messages: []*abi.Message{abi.NewSystemTextMessage("be brief"), abi.NewUserTextMessage("/call calc {}"),
+		abi.NewModelMessage(abi.NewToolRequestPart(&abi.ToolRequest{Name: "calc"})), abi.NewToolMessage(&abi.ToolResponse{Name: "calc", Output: 6})}}
+	u := usage(req, answer(req))
+	if u.InputTokens != 7 || u.OutputTokens != 3 || u.TotalTokens != 10 || u.InputCharacters != 21 || u.OutputCharacters != 15 {
+		t.Errorf("usage %+v", u)
+	}
+}

@@ -30,6 +30,7 @@
 package badgerstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -56,6 +57,9 @@ const (
 	kindIndex  = 'i'
 	kindLatest = 'l'
 	kindLine   = 'c'
+	// kindOutcome keys what Settle recorded for a record, beside the record, which is
+	// written once.
+	kindOutcome = 'o'
 )
 
 // recordVersion is the first byte of an encoded record, so the encoding can change
@@ -326,9 +330,94 @@ func commitTxn(txn *badger.Txn, ns string, rec store.Record, blobs []store.Blob)
 			return err
 		}
 	}
-	// Reading a blob key before writing it makes concurrent commits of the same blob
-	// conflict, so it is written once; txn also sees its own writes, so a key repeated
-	// within blobs keeps its first data, as in the memory store.
+	if err := setBlobs(txn, ns, blobs); err != nil {
+		return err
+	}
+	if err := txn.Set(rk, encodeRecord(rec, seq)); err != nil {
+		return err
+	}
+	if err := txn.Set(indexKey(ns, rec.Session, int64(rec.Turn), seq), []byte(rec.ID)); err != nil {
+		return err
+	}
+	return txn.Set(lk, encodeLatest(seq, rec.ID))
+}
+
+// Settle implements store.Store. It is a single Badger transaction: the outcome and
+// the new blobs are written together or not at all, and acknowledged once the witness
+// holds the outcome's version.
+func (s *Store) Settle(ctx context.Context, ns, id string, outcome []byte, blobs []store.Blob) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := store.CheckSettle(ns, id, outcome, blobs); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	release, err := s.enter()
+	if err != nil {
+		return fmt.Errorf("settle record %q: %w", id, err)
+	}
+	defer release()
+	for attempt := 1; ; attempt++ {
+		err := s.settle(ns, id, outcome, blobs)
+		switch {
+		case err == nil:
+			if err := s.witnessCommit(outcomeKey(ns, id)); err != nil {
+				return fmt.Errorf("settle record %q in namespace %q: %w", id, ns, err)
+			}
+			return nil
+		case errors.Is(err, errStored):
+			return nil
+		case !errors.Is(err, badger.ErrConflict):
+			return fmt.Errorf("settle record %q in namespace %q: %w", id, ns, err)
+		}
+		// Another settle of the record landed meanwhile: the next attempt finds it.
+		if attempt == maxCommitAttempts {
+			return fmt.Errorf("settle record %q in namespace %q: gave up after %d conflicting attempts: %w", id, ns, attempt, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// settle runs one attempt at a settle.
+func (s *Store) settle(ns, id string, outcome []byte, blobs []store.Blob) (err error) {
+	defer recoverDamage(&err, s.logger)
+	return s.db.Update(func(txn *badger.Txn) error {
+		switch found, err := exists(txn, recordKey(ns, id)); {
+		case err != nil:
+			return err
+		case !found:
+			return store.ErrNotFound
+		}
+		// Reading the outcome key makes two settles of one record conflict in Badger,
+		// so the loser retries and then finds the winner's outcome.
+		ok := outcomeKey(ns, id)
+		switch item, err := txn.Get(ok); {
+		case err == nil:
+			prev, err := valueOf(item)
+			if err != nil {
+				return err
+			}
+			if bytes.Equal(prev, outcome) {
+				return errStored
+			}
+			return fmt.Errorf("%w: it was settled already", store.ErrConflict)
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return err
+		}
+		if err := setBlobs(txn, ns, blobs); err != nil {
+			return err
+		}
+		return txn.Set(ok, outcome)
+	})
+}
+
+// setBlobs writes the blobs not stored yet. Reading a blob key before writing it makes
+// concurrent transactions writing the same blob conflict, so it is written once; txn
+// also sees its own writes, so a key repeated within blobs keeps its first data, as in
+// the memory store.
+func setBlobs(txn *badger.Txn, ns string, blobs []store.Blob) error {
 	for _, b := range blobs {
 		bk := blobKey(ns, b.Key)
 		found, err := exists(txn, bk)
@@ -341,13 +430,7 @@ func commitTxn(txn *badger.Txn, ns string, rec store.Record, blobs []store.Blob)
 			}
 		}
 	}
-	if err := txn.Set(rk, encodeRecord(rec, seq)); err != nil {
-		return err
-	}
-	if err := txn.Set(indexKey(ns, rec.Session, int64(rec.Turn), seq), []byte(rec.ID)); err != nil {
-		return err
-	}
-	return txn.Set(lk, encodeLatest(seq, rec.ID))
+	return nil
 }
 
 // valueOf copies an item's value. Badger logs a value it cannot read from the value
@@ -419,6 +502,17 @@ func getRecord(txn *badger.Txn, ns, id string) (store.Record, error) {
 		return store.Record{}, err
 	}
 	rec.ID = id
+	switch item, err := txn.Get(outcomeKey(ns, id)); {
+	case err == nil:
+		if rec.Outcome, err = valueOf(item); err != nil {
+			return store.Record{}, err
+		}
+		if len(rec.Outcome) == 0 {
+			return store.Record{}, fmt.Errorf("%w: record %q has an empty outcome", store.ErrCorrupt, id)
+		}
+	case !errors.Is(err, badger.ErrKeyNotFound):
+		return store.Record{}, err
+	}
 	return rec, nil
 }
 
@@ -648,7 +742,7 @@ func (s *Store) Stats(ctx context.Context, ns string) (store.Stats, error) {
 	defer release()
 	var st store.Stats
 	err = s.view(func(txn *badger.Txn) error {
-		for _, kind := range []byte{kindBlob, kindRecord, kindIndex, kindLatest, kindLine} {
+		for _, kind := range []byte{kindBlob, kindRecord, kindIndex, kindLatest, kindLine, kindOutcome} {
 			n, bytes, err := measure(ctx, txn, nsPrefix(kind, ns, 0))
 			if err != nil {
 				return err
@@ -724,6 +818,10 @@ func blobKey(ns, key string) []byte {
 
 func recordKey(ns, id string) []byte {
 	return append(nsPrefix(kindRecord, ns, len(id)), id...)
+}
+
+func outcomeKey(ns, id string) []byte {
+	return append(nsPrefix(kindOutcome, ns, len(id)), id...)
 }
 
 func latestKey(ns, session string) []byte {

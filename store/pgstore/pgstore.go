@@ -14,6 +14,7 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -244,6 +245,61 @@ func (s *Store) commitTx(ctx context.Context, ns string, rec store.Record, keys,
 	return tx.Commit(ctx)
 }
 
+// Settle implements store.Store: the blobs and the outcome are one transaction,
+// durable once it returns nil. The outcome is set only where none is, so of two
+// settles one wins; the retry of a settle whose first attempt landed finds its own
+// outcome and returns nil.
+func (s *Store) Settle(ctx context.Context, ns, id string, outcome []byte, blobs []store.Blob) error {
+	if err := store.CheckSettle(ns, id, outcome, blobs); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	release, err := s.enter(ctx)
+	if err != nil {
+		return fmt.Errorf("settle record %q: %w", id, err)
+	}
+	defer release()
+	keys, datas := blobColumns(blobs)
+	err = s.retry(ctx, "settle", func(ctx context.Context) error {
+		return s.settleTx(ctx, ns, id, outcome, keys, datas)
+	})
+	if err != nil {
+		return fmt.Errorf("settle record %q in namespace %q: %w", id, ns, err)
+	}
+	return nil
+}
+
+// settleTx is one attempt at a settle.
+func (s *Store) settleTx(ctx context.Context, ns, id string, outcome []byte, keys, datas [][]byte) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	nsb, idb := []byte(ns), []byte(id)
+	// The row lock orders settles of one record: the second sees the first's outcome.
+	var prev []byte
+	err = tx.QueryRow(ctx, `SELECT outcome FROM terrarium_records WHERE ns = $1 AND id = $2 FOR UPDATE`, nsb, idb).Scan(&prev)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.ErrNotFound
+	case err != nil:
+		return err
+	case prev != nil && bytes.Equal(prev, outcome):
+		return nil
+	case prev != nil:
+		return fmt.Errorf("%w: it was settled already", store.ErrConflict)
+	}
+	b := &pgx.Batch{}
+	if len(keys) > 0 {
+		b.Queue(`INSERT INTO terrarium_blobs (ns, key, data) SELECT $1, k, d FROM unnest($2::bytea[], $3::bytea[]) AS b(k, d) ON CONFLICT DO NOTHING`, nsb, keys, datas)
+	}
+	b.Queue(`UPDATE terrarium_records SET outcome = $3 WHERE ns = $1 AND id = $2`, nsb, idb, outcome)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
 // notNil maps nil to empty: the columns are NOT NULL, and the store does not tell nil
 // from empty data.
 func notNil(b []byte) []byte {
@@ -254,7 +310,7 @@ func notNil(b []byte) []byte {
 }
 
 // recordColumns are what scanRecord reads, in its order.
-const recordColumns = "r.id, r.session, r.parent, r.branch, r.turn, r.data"
+const recordColumns = "r.id, r.session, r.parent, r.branch, r.turn, r.data, r.outcome"
 
 func scanRecord(row pgx.Row) (store.Record, error) {
 	var (
@@ -262,7 +318,7 @@ func scanRecord(row pgx.Row) (store.Record, error) {
 		turn                int64
 		rec                 store.Record
 	)
-	if err := row.Scan(&id, &session, &parent, &rec.Branch, &turn, &rec.Data); err != nil {
+	if err := row.Scan(&id, &session, &parent, &rec.Branch, &turn, &rec.Data, &rec.Outcome); err != nil {
 		return store.Record{}, err
 	}
 	rec.ID, rec.Session, rec.Parent, rec.Turn = string(id), string(session), string(parent), int(turn)
@@ -446,7 +502,7 @@ func (s *Store) Stats(ctx context.Context, ns string) (store.Stats, error) {
 		return s.pool.QueryRow(ctx, `
 SELECT r.n, b.n, r.bytes + b.bytes + h.bytes
 FROM (SELECT count(*) AS n,
-             coalesce(sum(octet_length(id) + octet_length(session) + octet_length(parent) + 16 + octet_length(data)), 0) AS bytes
+             coalesce(sum(octet_length(id) + octet_length(session) + octet_length(parent) + 16 + octet_length(data) + coalesce(octet_length(outcome), 0)), 0) AS bytes
       FROM terrarium_records WHERE ns = $1) r,
      (SELECT count(*) AS n, coalesce(sum(octet_length(key) + octet_length(data)), 0) AS bytes
       FROM terrarium_blobs WHERE ns = $1) b,

@@ -52,6 +52,10 @@ CREATE TABLE terrarium_heads (
 	PRIMARY KEY (ns, session)
 );
 `,
+	// 2: what Settle records for a record after its commit (NULL until then).
+	`
+ALTER TABLE terrarium_records ADD COLUMN outcome bytea;
+`,
 }
 
 // migrationLock is the advisory lock that hosts opening the store take in turn, so

@@ -49,6 +49,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BranchContinuesOwnLine", testBranchContinuesOwnLine},
 		{"LinesPerSessionAndNamespace", testLinesPerSessionAndNamespace},
 		{"ConcurrentContinuation", testConcurrentContinuation},
+		{"Settle", testSettle},
+		{"SettleOnce", testSettleOnce},
+		{"SettleInvalid", testSettleInvalid},
+		{"ConcurrentSettles", testConcurrentSettles},
 		{"Stats", testStats},
 		{"Sessions", testSessions},
 		{"RecordIDs", testRecordIDs},
@@ -170,7 +174,40 @@ func wantErr(t *testing.T, what string, err, target error) {
 }
 
 func show(r store.Record) string {
-	return fmt.Sprintf("{ID:%q Session:%q Turn:%d Data:%q}", r.ID, r.Session, r.Turn, trunc(r.Data))
+	return fmt.Sprintf("{ID:%q Session:%q Turn:%d Data:%q Outcome:%q}", r.ID, r.Session, r.Turn, trunc(r.Data), trunc(r.Outcome))
+}
+
+// settle settles a record, failing the test on an error.
+func settle(t *testing.T, s store.Store, ns, id, outcome string, blobs ...store.Blob) {
+	t.Helper()
+	if err := s.Settle(t.Context(), ns, id, []byte(outcome), blobs); err != nil {
+		t.Fatalf("Settle(%q, %q): %v", ns, id, err)
+	}
+}
+
+// checkOutcome checks a record's outcome as Record, Records and (when it is the head)
+// Head read it.
+func checkOutcome(t *testing.T, s store.Store, ns, id, want string) {
+	t.Helper()
+	got, err := s.Record(t.Context(), ns, id)
+	if err != nil {
+		t.Fatalf("Record(%q, %q): %v", ns, id, err)
+	}
+	if string(got.Outcome) != want || (want == "" && got.Outcome != nil) {
+		t.Fatalf("Record(%q, %q).Outcome = %q, want %q", ns, id, got.Outcome, want)
+	}
+	all, err := s.Records(t.Context(), ns, got.Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range all {
+		if r.ID == id && string(r.Outcome) != want {
+			t.Fatalf("Records lists %q with outcome %q, want %q", id, r.Outcome, want)
+		}
+	}
+	if head, err := s.Head(t.Context(), ns, got.Session); err == nil && head.ID == id && string(head.Outcome) != want {
+		t.Fatalf("Head %q has outcome %q, want %q", id, head.Outcome, want)
+	}
 }
 
 func trunc(b []byte) []byte {
@@ -738,6 +775,10 @@ func testCancelledContext(t *testing.T, s store.Store) {
 	wantErr(t, "Blob with a cancelled context", err, context.Canceled)
 	_, err = s.Stats(ctx, "ns")
 	wantErr(t, "Stats with a cancelled context", err, context.Canceled)
+	wantErr(t, "Settle with a cancelled context", s.Settle(ctx, "ns", "r1", []byte("o"), nil), context.Canceled)
+	if got, err := s.Record(t.Context(), "ns", "r1"); err != nil || got.Outcome != nil {
+		t.Errorf("after a cancelled settle: %s, %v", show(got), err)
+	}
 	// The cancelled commit wrote nothing.
 	checkRecords(t, s, "ns", "s", "r1")
 }
@@ -759,6 +800,7 @@ func testClosed(t *testing.T, s store.Store) {
 	wantErr(t, "Blob after Close", err, store.ErrClosed)
 	_, err = s.Stats(ctx, "ns")
 	wantErr(t, "Stats after Close", err, store.ErrClosed)
+	wantErr(t, "Settle after Close", s.Settle(ctx, "ns", "r1", []byte("o"), nil), store.ErrClosed)
 	if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
 		t.Errorf("second Close: %v", err)
 	}
@@ -867,4 +909,114 @@ func testConcurrentContinuation(t *testing.T, s store.Store) {
 	}
 	checkHead(t, s, "ns", "s", recs[1].ID)
 	checkStats(t, s, "ns", 2, 1)
+}
+
+func testSettle(t *testing.T, s store.Store) {
+	a, b := next("a", "s", "", 0), next("b", "s", "a", 1)
+	commit(t, s, "ns", a)
+	commit(t, s, "ns", b)
+	checkOutcome(t, s, "ns", "a", "")
+	st := checkStats(t, s, "ns", 2, 0)
+
+	settle(t, s, "ns", "b", "done", blob("k1", "final state"))
+	checkOutcome(t, s, "ns", "b", "done")
+	checkOutcome(t, s, "ns", "a", "")
+	checkBlob(t, s, "ns", "k1", []byte("final state"))
+	// The record itself, the head and the line are as committed.
+	checkRecord(t, s, "ns", b)
+	checkHead(t, s, "ns", "s", "b")
+	checkRecords(t, s, "ns", "s", "a", "b")
+	if st2 := checkStats(t, s, "ns", 2, 1); st2.Bytes < st.Bytes+int64(len("done")+len("final state")) {
+		t.Errorf("Stats.Bytes went from %d to %d after a settle", st.Bytes, st2.Bytes)
+	}
+	wantConflict(t, s.Commit(t.Context(), "ns", next("b2", "s", "a", 1), nil), "s", "a", "b", "b")
+	// A settled record is continued as any other.
+	commit(t, s, "ns", next("c", "s", "b", 2))
+	checkOutcome(t, s, "ns", "b", "done")
+
+	// Namespaces do not share outcomes, and a settle names a record of its own.
+	commit(t, s, "ns2", next("b", "s", "", 0))
+	checkOutcome(t, s, "ns2", "b", "")
+	wantErr(t, "Settle of a record of another namespace", s.Settle(t.Context(), "ns3", "b", []byte("x"), nil), store.ErrNotFound)
+
+	// What is read is a copy.
+	got, _ := s.Record(t.Context(), "ns", "b")
+	got.Outcome[0] = 'X'
+	checkOutcome(t, s, "ns", "b", "done")
+	// And what was given is copied.
+	buf := []byte("given")
+	commit(t, s, "ns", next("d", "s", "c", 3))
+	if err := s.Settle(t.Context(), "ns", "d", buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	buf[0] = 'X'
+	checkOutcome(t, s, "ns", "d", "given")
+}
+
+func testSettleOnce(t *testing.T, s store.Store) {
+	commit(t, s, "ns", next("a", "s", "", 0))
+	settle(t, s, "ns", "a", "completed")
+	// The same outcome again: a retry, which changes nothing.
+	settle(t, s, "ns", "a", "completed")
+	// Another: refused, and nothing of it written.
+	err := s.Settle(t.Context(), "ns", "a", []byte("aborted"), []store.Blob{blob("k", "other")})
+	wantErr(t, "a second settle", err, store.ErrConflict)
+	checkOutcome(t, s, "ns", "a", "completed")
+	if _, err := s.Blob(t.Context(), "ns", "k"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the refused settle wrote its blob: %v", err)
+	}
+	checkStats(t, s, "ns", 1, 0)
+}
+
+func testSettleInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	wantErr(t, "Settle of an unknown record", s.Settle(ctx, "ns", "nope", []byte("x"), nil), store.ErrNotFound)
+	commit(t, s, "ns", next("a", "s", "", 0))
+	for _, tc := range []struct {
+		what    string
+		ns, id  string
+		outcome []byte
+		blobs   []store.Blob
+	}{
+		{"an empty outcome", "ns", "a", nil, nil},
+		{"an empty namespace", "", "a", []byte("x"), nil},
+		{"an empty ID", "ns", "", []byte("x"), nil},
+		{"an empty blob key", "ns", "a", []byte("x"), []store.Blob{blob("", "d")}},
+		{"a long ID", "ns", strings.Repeat("i", store.MaxNameLen+1), []byte("x"), nil},
+	} {
+		wantErr(t, "Settle with "+tc.what, s.Settle(ctx, tc.ns, tc.id, tc.outcome, tc.blobs), store.ErrInvalid)
+	}
+	checkOutcome(t, s, "ns", "a", "")
+	checkStats(t, s, "ns", 1, 0)
+}
+
+func testConcurrentSettles(t *testing.T, s store.Store) {
+	commit(t, s, "ns", next("a", "s", "", 0))
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = s.Settle(t.Context(), "ns", "a", fmt.Appendf(nil, "outcome %d", i), []store.Blob{blob(fmt.Sprintf("k%d", i), "d")})
+		})
+	}
+	wg.Wait()
+	won := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && won >= 0:
+			t.Fatalf("settles %d and %d both won", won, i)
+		case err == nil:
+			won = i
+		case !errors.Is(err, store.ErrConflict):
+			t.Fatalf("settle %d: %v", i, err)
+		}
+	}
+	if won < 0 {
+		t.Fatal("no settle won")
+	}
+	checkOutcome(t, s, "ns", "a", fmt.Sprintf("outcome %d", won))
+	// Only the winner's blob was written.
+	checkStats(t, s, "ns", 1, 1)
+	checkBlob(t, s, "ns", fmt.Sprintf("k%d", won), []byte("d"))
 }

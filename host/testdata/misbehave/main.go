@@ -6,9 +6,10 @@
 // returns, that returns the code it is given after setting the output and the error it
 // is given (ABI.md, section 2, Errors: which of them the host believes), a tool that
 // keeps one caller's input in a global variable for the next (remember), a tool that
-// looks through the kernel for what earlier calls left there (snoop), and a model,
-// streamer, that streams until the host refuses a chunk, and forger, which answers
-// with a user's message. With a mode it misbehaves in
+// looks through the kernel for what earlier calls left there (snoop), and models:
+// streamer, that streams until the host refuses a chunk, forger, which answers with a
+// user's message, and failer, which fails as the last message says (see failer) and
+// otherwise answers or calls a tool. With a mode it misbehaves in
 // that one way, each a failure kind the conformance suite must report (abi, dupnames,
 // badschema, badpoint, badcaps, acceptsinvalid, badoutput, trap, slow, memhog, liar,
 // baddirective, badstate, unknownkey, rejectsvalid, internalerror, noenvelope, answersgarbage,
@@ -161,7 +162,8 @@ func describe() int32 {
 			defs = append(defs, map[string]any{"name": t, "description": "fault: " + t, "inputSchema": map[string]any{"type": "object"}})
 		}
 		d["tools"] = defs
-		d["models"] = []any{map[string]any{"name": "streamer"}, map[string]any{"name": "forger"}}
+		d["models"] = []any{map[string]any{"name": "streamer"}, map[string]any{"name": "forger"},
+			map[string]any{"name": "failer", "info": map[string]any{"supports": map[string]any{"multiturn": true, "tools": true}}}}
 		return output(d)
 	}
 	tool := map[string]any{"name": "t", "description": "a tool", "inputSchema": intInput, "outputSchema": map[string]any{"type": "integer"}}
@@ -378,13 +380,74 @@ func generate() int32 {
 			Model string `json:"model"`
 		}
 		json.Unmarshal(input(), &in)
-		if in.Model == "forger" {
+		switch in.Model {
+		case "forger":
 			return output(map[string]any{"message": map[string]any{"role": "user", "content": []any{map[string]any{"text": "a forged user turn"}}}, "finishReason": "stop"})
+		case "failer":
+			return failer()
 		}
 		return streamUntilRefused()
 	}
 	// The liar claims tools and JSON output, and always just says no.
 	return output(map[string]any{"message": map[string]any{"role": "model", "content": []any{map[string]any{"text": "no"}}}, "finishReason": "stop"})
+}
+
+// failer is a model that fails as its last message says: "model error" (a provider's
+// unavailable), "model invalid" (invalid_input), "model trap" (its runtime dies),
+// "model timeout" (it sleeps past any timeout), "model badjson" (output that is not
+// JSON). "call <tool> <json input>" asks for a tool; a tool's answer comes back as
+// "tool said: <its output>"; anything else as "ok: <text>".
+func failer() int32 {
+	var in struct {
+		Request struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content []struct {
+					Text         string `json:"text"`
+					ToolResponse *struct {
+						Output json.RawMessage `json:"output"`
+					} `json:"toolResponse"`
+				} `json:"content"`
+			} `json:"messages"`
+		} `json:"request"`
+	}
+	if err := json.Unmarshal(input(), &in); err != nil || len(in.Request.Messages) == 0 {
+		return fail("invalid_input", "want a request with messages")
+	}
+	req := in.Request
+	answer := func(text string) int32 {
+		return output(map[string]any{"message": map[string]any{"role": "model", "content": []any{map[string]any{"text": text}}}, "finishReason": "stop"})
+	}
+	last := req.Messages[len(req.Messages)-1]
+	text := ""
+	for _, c := range last.Content {
+		if c.ToolResponse != nil {
+			return answer("tool said: " + string(c.ToolResponse.Output))
+		}
+		text += c.Text
+	}
+	switch text {
+	case "model error":
+		return fail("unavailable", "the provider is down")
+	case "model invalid":
+		return fail("invalid_input", "the model refuses this request")
+	case "model trap":
+		crash("misbehave: the model's runtime dies")
+	case "model timeout":
+		time.Sleep(time.Hour)
+	case "model badjson":
+		return outputRaw([]byte(`{"message": not json`))
+	}
+	if call, ok := strings.CutPrefix(text, "call "); ok {
+		name, args, _ := strings.Cut(call, " ")
+		var in any
+		if json.Unmarshal([]byte(args), &in) != nil {
+			in = args
+		}
+		return output(map[string]any{"message": map[string]any{"role": "model", "content": []any{
+			map[string]any{"toolRequest": map[string]any{"name": name, "ref": "1", "input": in}}}}, "finishReason": "stop"})
+	}
+	return answer("ok: " + text)
 }
 
 // streamUntilRefused is the streamer model: it streams 10,000 chunks of 1 KB, or fewer
