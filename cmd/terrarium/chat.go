@@ -362,8 +362,8 @@ func (c *chat) reopen(ctx context.Context) error {
 // showLast prints the last message of a snapshot, if the model's: the answer of a turn
 // whose stream was lost.
 func (c *chat) showLast(s *deploy.Snapshot) {
-	if s.Status == session.StatusFailed && s.Error != nil {
-		c.printf("[turn failed: %s: %s]\n", s.Error.Code, s.Error.Message)
+	if s.Status == session.StatusFailed {
+		c.printf("[turn failed: %s]\n", describe(s.Error))
 	}
 	if msgs := s.State.Messages; len(msgs) > 0 && msgs[len(msgs)-1].Role == abi.RoleModel {
 		c.printf("%s\n", msgs[len(msgs)-1].Text())
@@ -540,15 +540,25 @@ func (c *chat) exchange(in *session.SessionFlowInput) ([]*abi.Part, error) {
 // finishFailed is a failed turn's finish reason.
 const finishFailed abi.FinishReason = "failed"
 
-// describe tells what a refused or failed turn's error says.
+// describe tells what a refused or failed turn's error says: its code, its message,
+// and the model, tool or handler that failed.
 func describe(te *session.TurnError) string {
 	if te == nil {
 		return "no reason given"
 	}
-	if te.Code == "" {
-		return te.Message
+	text := te.Message
+	if te.Code != "" {
+		text = fmt.Sprintf("%s: %s", te.Code, te.Message)
 	}
-	return fmt.Sprintf("%s: %s", te.Code, te.Message)
+	switch {
+	case te.Tool != "":
+		text += " (tool " + te.Tool + ")"
+	case te.Model != "":
+		text += " (model " + te.Model + ")"
+	case te.Handler != "":
+		text += " (handler " + te.Handler + ")"
+	}
+	return text
 }
 
 // answer asks the user the interrupts' questions, and returns the input answering

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -289,7 +290,40 @@ func TestChatFollowsItsSessionWhenTheHostDrains(t *testing.T) {
 	if err := term.cmd.Wait(); err != nil {
 		t.Errorf("chat exited with %v", err)
 	}
-	if got := hosts[1].userTexts(t, sid); strings.Join(got, "|") != "on the first host|on the second host" {
+	if got := hosts[1].userTexts(t, "echo", sid); strings.Join(got, "|") != "on the first host|on the second host" {
 		t.Errorf("the session holds %q", got)
 	}
+}
+
+// TestChatShowsFailedTurnsAndGoesOn: each fault of the fault injection, the first one
+// on the session's first turn, is printed as a failed turn (its code, its message,
+// the model or tool that failed) and the chat waits for the next line, which takes a
+// successful turn in the same session.
+func TestChatShowsFailedTurnsAndGoesOn(t *testing.T) {
+	s := startServe(t, "-data", t.TempDir(), fragileDeployment(t))
+	term := startTerminal(t, binary(t), "chat", "-agent", "fragile", s.url)
+	term.expect(`> `)
+	var sid string
+	var good []string
+	for i, f := range faults {
+		term.send(f.say)
+		if i == 0 {
+			sid = term.expect(`\[session ([0-9a-f-]+)\]`)[1]
+		}
+		term.expect(`\[turn failed: ` + f.code + `: (?s:.+?) \(` + regexp.QuoteMeta(f.who()) + `\)\]`)
+		term.expect(`> `)
+		hello := fmt.Sprintf("hello %d", i)
+		term.send(hello)
+		term.expect(`ok: ` + hello + `\r?\n`)
+		term.expect(`> `)
+		good = append(good, hello)
+	}
+	term.send("/session")
+	term.expect(`session ` + sid)
+	term.expect(`> `)
+	term.send("/exit")
+	if err := term.cmd.Wait(); err != nil {
+		t.Errorf("chat exited with %v", err)
+	}
+	checkFaultHistory(t, s, sid, good)
 }
