@@ -13,7 +13,8 @@ import (
 )
 
 // pageAgents writes the agents of the page's recovery test: assistant, the offline
-// model with the calculator and askUser, kept in Badger.
+// model with the calculator and askUser, and fragile, which fails on purpose
+// (faults_test.go), both kept in Badger.
 func pageAgents(t *testing.T) string {
 	t.Helper()
 	plugins, err := filepath.Abs("../../plugins")
@@ -25,6 +26,9 @@ func pageAgents(t *testing.T) string {
 		"  - path: " + filepath.Join(plugins, "offline") + "\n" +
 		"  - path: " + filepath.Join(plugins, "calculator") + "\n    grants: {timeout: 5s}\n"
 	if err := os.WriteFile(filepath.Join(dir, "assistant.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fragile.yaml"), []byte(fragileAgent(t)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -42,10 +46,13 @@ type pageRun struct {
 		Models       int
 	}
 	Failures []struct {
-		Say, Detail, Under string
-		Shown              bool
-		Marked             int
+		Say, Status, Detail, Under string
+		Shown                      bool
+		Marked                     int
 	}
+	FragileSession                                  string
+	FailedSnapshots                                 int
+	OverflowsFailed                                 bool
 	Resent, KeptOnce, ResumedMessages, RestartClose int
 	UnknownPrefix, SessionAfterUnknown              string
 	UnknownConsole, RestartConsole                  []string
@@ -113,8 +120,12 @@ func TestWebPageRecoversInChromium(t *testing.T) {
 	defer control.Close()
 	shots := filepath.Dir(screenshot(t, "x"))
 	var got struct{ Desktop, Phone pageRun }
-	node(t, dir, "page-recovers.mjs", &got, p.url()+"/", shots, chromium, control.URL)
-	t.Logf("screenshots: %s/chat-page-{desktop,phone,phone-menu}.png", shots)
+	page := []string{p.url() + "/", shots, chromium, control.URL}
+	for _, f := range faults {
+		page = append(page, f.say)
+	}
+	node(t, dir, "page-recovers.mjs", &got, page...)
+	t.Logf("screenshots: %s/chat-page-{desktop,phone}{,-failed}.png, chat-page-phone-menu.png", shots)
 
 	for name, r := range map[string]pageRun{"desktop": got.Desktop, "phone": got.Phone} {
 		if len(r.Errors) != 0 || len(r.LoadConsole) != 0 {
@@ -134,14 +145,32 @@ func TestWebPageRecoversInChromium(t *testing.T) {
 		if r.Session == "" || r.SessionAfterDrop != r.Session {
 			t.Errorf("%s: session %q, after the drop %q", name, r.Session, r.SessionAfterDrop)
 		}
-		if r.Overflows {
-			t.Errorf("%s: the page is wider than the window", name)
+		if r.Overflows || r.OverflowsFailed {
+			t.Errorf("%s: the page is wider than the window (%v, after the failures %v)", name, r.Overflows, r.OverflowsFailed)
 		}
 		for _, turn := range r.Turns {
-			if want := "turn ended (stop)"; !strings.HasPrefix(turn.Text, "/fail") && turn.Status != want {
-				t.Errorf("%s: %q ended %q, want %q", name, turn.Text, turn.Status, want)
+			if want := "turn ended (stop)"; turn.Status != want || turn.Models != 1 {
+				t.Errorf("%s: %q ended %q with %d answers, want %q with one", name, turn.Text, turn.Status, turn.Models, want)
 			}
 		}
+		// The fault injection: each failure under its message, saying what failed; the
+		// session then holds the good turns alone, and a failed snapshot per fault.
+		if len(r.Failures) != len(faults) {
+			t.Fatalf("%s: %d failures seen, want %d", name, len(r.Failures), len(faults))
+		}
+		var good []string
+		for i, f := range r.Failures {
+			want := faults[i]
+			if f.Status != "turn failed" || !f.Shown || f.Under != want.say || f.Marked != 1 ||
+				!strings.HasPrefix(f.Detail, want.code+": ") || !strings.HasSuffix(f.Detail, "("+want.who()+")") {
+				t.Errorf("%s: %q shows %+v, want a failure under it, %s, naming %s", name, want.say, f, want.code, want.who())
+			}
+			good = append(good, "after "+want.say)
+		}
+		if r.FailedSnapshots != len(faults) {
+			t.Errorf("%s: %d failed snapshots listed, want %d", name, r.FailedSnapshots, len(faults))
+		}
+		checkFaultHistory(t, host(), r.FragileSession, good)
 	}
 	if d := got.Desktop; !d.SidebarShown || d.MenuShown {
 		t.Errorf("desktop: sidebar shown %v, menu shown %v; want the sidebar, no menu", d.SidebarShown, d.MenuShown)

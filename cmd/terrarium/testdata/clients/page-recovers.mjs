@@ -1,10 +1,12 @@
 // Drives the web chat page in a headless Chromium, at a desktop's width and at a
 // phone's (390 px), through what it must recover from: a page load that stores
-// nothing and logs no error, failed turns shown under their message with the next turn
-// going on, a WebSocket dropped between turns and within them (the test's proxy drops
-// it when told) or closed by a host restarting, a snapshot resumed by its ID's first
-// digits, and the session list,
-// newest first with each session's first words. Writes a screenshot per width.
+// nothing and logs no error, a WebSocket dropped between turns and within them (the
+// test's proxy drops it when told) or closed by a host restarting, a snapshot resumed
+// by its ID's first digits, the session list, newest first with each session's first
+// words, and, with the agent fragile, failed turns shown under their message, each
+// followed by a good turn in the same session. Writes screenshots per width:
+// chat-page-<width>.png, after the failures -failed.png, and the phone's open menu
+// -menu.png.
 // usage: node page-recovers.mjs <page URL> <screenshot dir> <chromium> <control URL> <failing message>...
 import { launch } from "./browser.mjs";
 
@@ -39,7 +41,7 @@ async function run(name, viewport) {
     await page.waitForFunction(() => /turn (ended|failed)/.test(document.querySelector("#status").textContent));
     if (want) await page.locator(".msg.model", { hasText: want }).last().waitFor();
     const ended = await status();
-    r.turns.push({ text, status: ended.replace(/^.* · /, ""), models: (await page.locator(".msg.model").count()) - before });
+    if (want) r.turns.push({ text, status: ended.replace(/^.* · /, ""), models: (await page.locator(".msg.model").count()) - before });
     return ended;
   };
 
@@ -72,26 +74,6 @@ async function run(name, viewport) {
   await turn(`hello from the ${name}`, `echo: hello from the ${name}`);
   const session = await sessionOf();
   r.session = session;
-
-  // A failed turn shows under its message; the next turn goes on in the session.
-  r.failures = [];
-  for (const say of failing) {
-    await turn(say);
-    const failure = page.locator(".failure").last();
-    r.failures.push({
-      say,
-      shown: await failure.isVisible(),
-      detail: await failure.locator(".detail").textContent(),
-      under: await page.evaluate(() => {
-        const f = [...document.querySelectorAll(".failure")].pop();
-        let prev = f.previousElementSibling;
-        while (prev && !prev.classList.contains("user")) prev = prev.previousElementSibling;
-        return prev ? prev.textContent : null;
-      }),
-      marked: await page.locator(".msg.user.failed", { hasText: say }).count(),
-    });
-    await turn(`after ${say}`, `echo: after ${say}`);
-  }
 
   // A socket dropped between turns reconnects by itself, on the same session.
   await drop();
@@ -155,8 +137,39 @@ async function run(name, viewport) {
     r.sessionTimes = await page.locator("#sessions .when").allTextContents();
   }
 
-  await page.screenshot({ path: `${shots}/chat-page-${name}.png` });
   r.overflows = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+  await page.screenshot({ path: `${shots}/chat-page-${name}.png` });
+
+  // The agent that fails on purpose, in a new session: each failure, the first on the
+  // session's first turn, shows under the message that caused it, and the next turn
+  // goes on in the session.
+  if (r.menuShown) await page.click("#menu");
+  await page.selectOption("#agent", "fragile"); // which starts a new session, and folds the sidebar away
+  await page.waitForSelector("#status:has-text('fragile · new session')");
+  r.failures = [];
+  for (const say of failing) {
+    const ended = await turn(say);
+    const failure = page.locator(".failure").last();
+    r.failures.push({
+      say,
+      status: ended.replace(/^.* · /, ""),
+      shown: await failure.isVisible(),
+      detail: await failure.locator(".detail").textContent(),
+      under: await page.evaluate(() => {
+        const f = [...document.querySelectorAll(".failure")].pop();
+        let prev = f.previousElementSibling;
+        while (prev && !prev.classList.contains("user")) prev = prev.previousElementSibling;
+        return prev ? prev.textContent : null;
+      }),
+      marked: await page.locator(".msg.user.failed", { hasText: say }).count(),
+    });
+    await turn(`after ${say}`, `ok: after ${say}`);
+  }
+  r.fragileSession = await sessionOf();
+  await page.waitForFunction((n) => document.querySelectorAll("#snapshots li.failed").length === n, failing.length);
+  r.failedSnapshots = await page.locator("#snapshots li.failed").count();
+  r.overflowsFailed = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+  await page.screenshot({ path: `${shots}/chat-page-${name}-failed.png` });
   await context.close();
   return r;
 }
