@@ -61,6 +61,7 @@ type snapshots interface {
 	latest(ctx context.Context, sessionID string) (*Snapshot, error)
 	abort(ctx context.Context, snapshotID string) (session.SnapshotStatus, bool, error)
 	wait(ctx context.Context, snapshotID string) (*Snapshot, error)
+	resolve(ctx context.Context, sessionID, id string) (string, error)
 }
 
 // bind makes flow the agent's and records the registry keys it took, which Close
@@ -113,6 +114,15 @@ func eraseAll[State any](all []*session.SessionSnapshot[State], err error) ([]*S
 		}
 	}
 	return out, nil
+}
+
+// resolve finds a snapshot by a prefix of its ID where the flow's store can; elsewhere
+// a snapshot is named by its whole ID.
+func (s flowSnapshots[Stream, State]) resolve(ctx context.Context, sessionID, id string) (string, error) {
+	if r, ok := s.flow.SnapshotStore().(session.SnapshotResolver); ok {
+		return r.ResolveSnapshotID(ctx, sessionID, id)
+	}
+	return id, nil
 }
 
 // erase returns a snapshot with its custom state as JSON, or err.
@@ -175,6 +185,19 @@ func (a *Agent) LatestSnapshot(ctx context.Context, sessionID string) (*Snapshot
 		return nil, err
 	}
 	return s.latest(ctx, sessionID)
+}
+
+// ResolveSnapshotID returns the whole ID of the snapshot a person named by its ID or
+// by a unique prefix of it (see session.SnapshotResolver), among the session's
+// snapshots when sessionID is not "", else among all the agent's: an unknown one is an
+// error wrapping session.ErrSnapshotNotFound, an ambiguous prefix
+// session.ErrSnapshotAmbiguous.
+func (a *Agent) ResolveSnapshotID(ctx context.Context, sessionID, id string) (string, error) {
+	s, err := a.kept()
+	if err != nil {
+		return "", err
+	}
+	return s.resolve(ctx, sessionID, id)
 }
 
 // Abort stops the detached turn of a pending snapshot, and returns the status the

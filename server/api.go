@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/agent/session"
@@ -167,6 +168,11 @@ type SessionInfo struct {
 	// Snapshot is the session's latest snapshot, when its agent keeps sessions and it
 	// has one.
 	Snapshot *deploy.Snapshot `json:"snapshot,omitempty"`
+	// UpdatedAt, in a list of sessions, is when the session's latest snapshot was
+	// taken: when it was last used. Title is the beginning of its first user message,
+	// for a person to tell sessions apart.
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
+	Title     string    `json:"title,omitempty"`
 }
 
 // readInit reads an optional JSON body: the init of a session.
@@ -188,6 +194,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	init, err := s.readInit(w, r)
+	if err == nil {
+		init, err = resolveInit(r.Context(), a, init)
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -219,12 +228,21 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 			ids = append(ids, id)
 		}
 	}
-	slices.Sort(ids)
 	out := make([]SessionInfo, len(ids))
 	for i, id := range ids {
 		running, isOpen := open[id]
 		out[i] = SessionInfo{SessionID: id, Open: isOpen, Running: running}
+		if a.ServerManaged() {
+			s.summarize(r.Context(), a, &out[i])
+		}
 	}
+	// Newest first; a session not yet kept (its first turn runs) is the newest.
+	slices.SortStableFunc(out, func(x, y SessionInfo) int {
+		if c := cmpNewest(x.UpdatedAt, y.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(x.SessionID, y.SessionID)
+	})
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
 }
 
@@ -440,7 +458,12 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	snap, err := a.Snapshot(r.Context(), r.PathValue("snapshot"))
+	id, err := a.ResolveSnapshotID(r.Context(), "", r.PathValue("snapshot"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	snap, err := a.Snapshot(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -454,7 +477,15 @@ func (s *Server) abortSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	id := r.PathValue("snapshot")
+	// An unknown snapshot is no error here: abort answers that it found none.
+	id, err := a.ResolveSnapshotID(r.Context(), "", r.PathValue("snapshot"))
+	if errors.Is(err, session.ErrSnapshotNotFound) {
+		id, err = r.PathValue("snapshot"), nil
+	}
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
 	prev, _, err := a.Abort(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)

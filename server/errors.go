@@ -69,6 +69,7 @@ var errorCodes = []struct {
 	{ErrAgentNotFound, http.StatusNotFound, "agent_not_found"},
 	{ErrSessionNotFound, http.StatusNotFound, "session_not_found"},
 	{session.ErrSnapshotNotFound, http.StatusNotFound, "snapshot_not_found"},
+	{session.ErrSnapshotAmbiguous, http.StatusBadRequest, "ambiguous_snapshot"},
 	{agent.ErrNotFound, http.StatusNotFound, abi.CodeNotFound},
 	{agent.ErrInvalidResume, http.StatusUnprocessableEntity, "invalid_resume"},
 	{routes.ErrInvalidData, http.StatusUnprocessableEntity, "invalid_data"},

@@ -84,6 +84,8 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	var snaps struct{ Snapshots []struct{ SnapshotID string } }
 	ts.do(t, "GET", "/api/agents/echo/sessions/"+id+"/snapshots", nil, &snaps)
 	check("GET", "/api/agents/echo/snapshots/"+snaps.Snapshots[0].SnapshotID, "/api/agents/{agent}/snapshots/{snapshot}", "")
+	check("GET", "/api/agents/echo/snapshots/"+snaps.Snapshots[0].SnapshotID[:8], "/api/agents/{agent}/snapshots/{snapshot}", "")
+	check("GET", "/api/agents/echo/snapshots/ffffffff", "/api/agents/{agent}/snapshots/{snapshot}", "")
 	check("POST", "/api/agents/echo/snapshots/"+snaps.Snapshots[0].SnapshotID+"/abort", "/api/agents/{agent}/snapshots/{snapshot}/abort", "")
 	check("POST", "/api/agents/echo/sessions/"+id+"/cancel", session+"/cancel", "")
 	check("DELETE", "/api/agents/echo/sessions/"+id, session, "")

@@ -129,6 +129,10 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	if ids := (initIDs{SessionID: q.Get("sessionId"), SnapshotID: q.Get("snapshotId")}); ids != (initIDs{}) {
 		init, _ = json.Marshal(ids)
 	}
+	if init, err = resolveInit(r.Context(), a, init); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	s.sockets.Add(1)
 	defer s.sockets.Done()
 	if s.draining.Load() {

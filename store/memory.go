@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -29,6 +30,7 @@ type Memory struct {
 var (
 	_ Store         = (*Memory)(nil)
 	_ SessionLister = (*Memory)(nil)
+	_ PrefixFinder  = (*Memory)(nil)
 )
 
 // memSpace is one namespace. Keeping namespaces in separate maps, rather than one map
@@ -354,6 +356,31 @@ func (m *Memory) Sessions(ctx context.Context, ns string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// RecordIDs implements PrefixFinder. The memory store keeps no ordered index of IDs,
+// so it looks at every record of the namespace.
+func (m *Memory) RecordIDs(ctx context.Context, ns, prefix string, limit int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := CheckPrefixQuery(ns, prefix, limit); err != nil {
+		return nil, err
+	}
+	if m.closed.Load() {
+		return nil, fmt.Errorf("records beginning %q: %w", prefix, ErrClosed)
+	}
+	out := []string{}
+	if sp := m.space(ns); sp != nil {
+		sp.records.Range(func(id, _ any) bool {
+			if strings.HasPrefix(id.(string), prefix) {
+				out = append(out, id.(string))
+			}
+			return true
+		})
+	}
+	slices.Sort(out)
+	return out[:min(len(out), limit)], nil
 }
 
 // hasRecords reports whether a commit has given the session a record: a session is

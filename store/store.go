@@ -73,6 +73,29 @@ type SessionLister interface {
 	Sessions(ctx context.Context, ns string) ([]string, error)
 }
 
+// PrefixFinder is a Store that can find records by the beginning of their ID: what
+// lets a person give a snapshot by the first digits of its ID. The memory, Badger and
+// PostgreSQL stores implement it.
+type PrefixFinder interface {
+	// RecordIDs returns the IDs of the namespace's records that begin with prefix,
+	// sorted byte by byte, at most limit of them (a caller asking whether a prefix is
+	// unique asks for two). None is an empty slice and no error. An empty namespace or
+	// prefix, or a limit below 1, is ErrInvalid.
+	RecordIDs(ctx context.Context, ns, prefix string, limit int) ([]string, error)
+}
+
+// CheckPrefixQuery validates the arguments of PrefixFinder.RecordIDs. Implementations
+// call it first so that every store rejects the same input with the same error.
+func CheckPrefixQuery(ns, prefix string, limit int) error {
+	if err := CheckNamed("namespace", ns, "record ID prefix", prefix); err != nil {
+		return err
+	}
+	if limit < 1 {
+		return fmt.Errorf("%w: limit %d: want 1 or more", ErrInvalid, limit)
+	}
+	return nil
+}
+
 // Pinger is a Store kept by a service that can be down while the process runs (the
 // PostgreSQL store): what a readiness probe checks.
 type Pinger interface {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -104,9 +105,10 @@ func (term *terminal) send(line string) {
 // converse holds a two-turn conversation, lists the snapshots and resumes the first,
 // then exits.
 func converse(t *testing.T, term *terminal) {
-	term.expect(`\[session [0-9a-f-]+\]`)
+	term.expect(`\[a new session: it starts with your first message\]`)
 	term.expect(`> `)
 	term.send("hello")
+	term.expect(`\[session [0-9a-f-]+\]`)
 	term.expect(`echo: hello`)
 	first := term.expect(`\[snapshot ([0-9a-f]{64})\]`)[1]
 	term.expect(`> `)
@@ -119,8 +121,12 @@ func converse(t *testing.T, term *terminal) {
 	term.expect(first + `  turn 0`)
 	term.expect(`turn 2`)
 	term.expect(`> `)
-	term.send("/resume " + first)
-	term.expect(`\[session [0-9a-f-]+\]`)
+	// By a prefix of its ID; one that begins no snapshot's is refused, and the
+	// connection stays.
+	term.send("/resume 00000000")
+	term.expect(`\[error: .*no snapshot ID begins with 00000000\]`)
+	term.send("/resume " + first[:8])
+	term.expect(`\[session [0-9a-f-]+ from snapshot ` + first + `\]`)
 	term.expect(`> `)
 	term.send("after the resume")
 	term.expect(`echo: after the resume`)
@@ -166,7 +172,7 @@ func travel(t *testing.T, term *terminal) {
 	term.expect(`turn 2  turnEnd  5 messages  completed  route hotel, step END_ROUTE`)
 	term.expect(`> `)
 	term.send("/resume " + first)
-	term.expect(`\[session [0-9a-f-]+\]`)
+	term.expect(`\[session [0-9a-f-]+ from snapshot ` + first + `\]`)
 	term.expect(`> `)
 	term.send("On 2025-07-14")
 	term.expect(`\[route flight, step ask_passengers\]`)
@@ -186,4 +192,138 @@ func TestChatWithARoutedAgentOnAServer(t *testing.T) {
 	s := startServe(t, "-data", t.TempDir(), travelExample)
 	term := startTerminal(t, binary(t), "chat", s.url)
 	travel(t, term)
+}
+
+// TestChatReconnects drops the chat's connection between turns, while no host is
+// there to take it again, and in the middle of turns: the chat says so, tries again
+// with growing waits until a host answers, and goes on in the same session, sending a
+// message again only if its turn did not end.
+func TestChatReconnects(t *testing.T) {
+	s := sharedServe(t)
+	p := startProxy(t, s.url)
+	term := startTerminal(t, binary(t), "chat", p.url())
+	term.expect(`> `)
+	term.send("/help")
+	term.expect(`/resume <snapshot>    continue from a snapshot: its ID, or its first 8 or more digits`)
+	term.expect(`/exit, /quit`)
+	term.expect(`> `)
+	term.send("/nope")
+	term.expect(`\[unknown command /nope: /help lists them\]`)
+	term.expect(`> `)
+	term.send("before the drop")
+	sid := term.expect(`\[session ([0-9a-f-]+)\]`)[1]
+	term.expect(`echo: before the drop`)
+	term.expect(`> `)
+
+	// Between turns, with no host to go to for a while.
+	p.route()
+	if p.drop() == 0 {
+		t.Fatal("the chat's connection was not open through the proxy")
+	}
+	term.expect(`\[the connection was lost \(.+\)\]`)
+	term.expect(`\[could not connect: .+\]`)
+	term.expect(`\[trying again in [0-9.]+s \(2 of 8\)\]`)
+	p.route(s.url)
+	term.expect(`\[reconnected: session ` + sid + `\]`)
+	term.expect(`> `)
+	term.send("after the drop")
+	term.expect(`echo: after the drop`)
+	term.expect(`> `)
+
+	// In a turn, before the server had its message: sent again.
+	cut := p.cutOn(true, "", 16)
+	term.send("lost on the way")
+	<-cut
+	term.expect(`\[the connection was lost during the turn \(.+\)\]`)
+	term.expect(`\[reconnected: session ` + sid + `\]`)
+	term.expect(`\[sending it again\]`)
+	term.expect(`echo: lost on the way`)
+	term.expect(`> `)
+
+	// In a turn, after the server kept it: its answer is shown, not asked again.
+	cut = p.cutOn(false, `"snapshotCreated"`, 0)
+	term.send("kept while away")
+	<-cut
+	term.expect(`\[the connection was lost during the turn \(.+\)\]`)
+	term.expect(`\[a turn ended while the connection was down: snapshot [0-9a-f]{64}\]\r?\necho: kept while away`)
+	term.expect(`\[reconnected: session ` + sid + `\]`)
+	term.expect(`> `)
+
+	// Each message is in the session once.
+	term.send("/snapshots")
+	term.expect(`turn 3  turnEnd  8 messages  completed`)
+	term.expect(`> `)
+	term.send("/exit")
+	if err := term.cmd.Wait(); err != nil {
+		t.Errorf("chat exited with %v", err)
+	}
+	var snaps struct{ Snapshots []struct{ TurnIndex int } }
+	s.call(t, "GET", "/api/agents/assistant/sessions/"+sid+"/snapshots", "", &snaps)
+	if len(snaps.Snapshots) != 4 {
+		t.Errorf("the session has %d snapshots, want one per message: 4", len(snaps.Snapshots))
+	}
+}
+
+// TestChatFollowsItsSessionWhenTheHostDrains: a host of a fleet sent SIGTERM closes
+// the chat's socket with 1012; the chat reconnects to the same address, which the load
+// balancer (a proxy) sends to the other host once the first refuses, and the session
+// goes on there.
+func TestChatFollowsItsSessionWhenTheHostDrains(t *testing.T) {
+	hosts := startFleet(t, 2)
+	p := startProxy(t, hosts[0].url, hosts[1].url)
+	term := startTerminal(t, binary(t), "chat", p.url())
+	term.expect(`> `)
+	term.send("on the first host")
+	sid := term.expect(`\[session ([0-9a-f-]+)\]`)[1]
+	term.expect(`echo: on the first host`)
+	term.expect(`> `)
+	if err := hosts[0].stop(t, syscall.SIGTERM); err != nil {
+		t.Errorf("the first host after SIGTERM: %v\n%s", err, hosts[0].stderr)
+	}
+	term.expect(`\[the connection was lost \(the server closed it: 1012 .+\)\]`)
+	term.expect(`\[reconnected: session ` + sid + `\]`)
+	term.expect(`> `)
+	term.send("on the second host")
+	term.expect(`echo: on the second host`)
+	term.expect(`> `)
+	term.send("/exit")
+	if err := term.cmd.Wait(); err != nil {
+		t.Errorf("chat exited with %v", err)
+	}
+	if got := hosts[1].userTexts(t, "echo", sid); strings.Join(got, "|") != "on the first host|on the second host" {
+		t.Errorf("the session holds %q", got)
+	}
+}
+
+// TestChatShowsFailedTurnsAndGoesOn: each fault of the fault injection, the first one
+// on the session's first turn, is printed as a failed turn (its code, its message,
+// the model or tool that failed) and the chat waits for the next line, which takes a
+// successful turn in the same session.
+func TestChatShowsFailedTurnsAndGoesOn(t *testing.T) {
+	s := startServe(t, "-data", t.TempDir(), fragileDeployment(t))
+	term := startTerminal(t, binary(t), "chat", "-agent", "fragile", s.url)
+	term.expect(`> `)
+	var sid string
+	var good []string
+	for i, f := range faults {
+		term.send(f.say)
+		if i == 0 {
+			sid = term.expect(`\[session ([0-9a-f-]+)\]`)[1]
+		}
+		term.expect(`\[turn failed: ` + f.code + `: (?s:.+?) \(` + regexp.QuoteMeta(f.who()) + `\)\]`)
+		term.expect(`> `)
+		hello := fmt.Sprintf("hello %d", i)
+		term.send(hello)
+		term.expect(`ok: ` + hello + `\r?\n`)
+		term.expect(`> `)
+		good = append(good, hello)
+	}
+	term.send("/session")
+	term.expect(`session ` + sid)
+	term.expect(`> `)
+	term.send("/exit")
+	if err := term.cmd.Wait(); err != nil {
+		t.Errorf("chat exited with %v", err)
+	}
+	checkFaultHistory(t, s, sid, good)
 }

@@ -158,7 +158,7 @@ func TestServeDrainLetsALongTurnFinish(t *testing.T) {
 	if err := a.exitedWithin(t); err != nil {
 		t.Errorf("exit after SIGTERM: %v\n%s", err, a.stderr)
 	}
-	if got, want := b.userTexts(t, id), []string{"first", slowPrefix + "3s"}; !slices.Equal(got, want) {
+	if got, want := b.userTexts(t, "echo", id), []string{"first", slowPrefix + "3s"}; !slices.Equal(got, want) {
 		t.Errorf("the other host reads the turns %q, want %q", got, want)
 	}
 }
@@ -186,7 +186,7 @@ func TestServeDetachesATurnPastTheDrainDeadline(t *testing.T) {
 	if got := b.turnText(t, "echo", id, "after"); got != "echo: after" {
 		t.Errorf("the next turn on the other host: %q", got)
 	}
-	if got, want := b.userTexts(t, id), []string{"first", slowPrefix + "3s", "after"}; !slices.Equal(got, want) {
+	if got, want := b.userTexts(t, "echo", id), []string{"first", slowPrefix + "3s", "after"}; !slices.Equal(got, want) {
 		t.Errorf("the session holds the turns %q, want %q", got, want)
 	}
 }

@@ -323,7 +323,7 @@ func (f *rollingFleet) history(t *testing.T, session string) []string {
 	f.mu.Lock()
 	h := f.live[0]
 	f.mu.Unlock()
-	return h.userTexts(t, session)
+	return h.userTexts(t, "echo", session)
 }
 
 // A rolling restart under load: each host of three in turn is sent SIGTERM, drains and

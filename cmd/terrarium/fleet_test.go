@@ -69,7 +69,7 @@ func turnAt(url, session, text string) (status int, answer string, err error) {
 }
 
 // userTexts returns the user messages of the session's latest snapshot, in order.
-func (s *served) userTexts(t *testing.T, session string) []string {
+func (s *served) userTexts(t *testing.T, agent, session string) []string {
 	t.Helper()
 	var info struct {
 		Snapshot struct {
@@ -83,7 +83,7 @@ func (s *served) userTexts(t *testing.T, session string) []string {
 			} `json:"state"`
 		} `json:"snapshot"`
 	}
-	if code := s.call(t, "GET", "/api/agents/echo/sessions/"+session, "", &info); code != http.StatusOK {
+	if code := s.call(t, "GET", "/api/agents/"+agent+"/sessions/"+session, "", &info); code != http.StatusOK {
 		t.Fatalf("session %s: status %d", session, code)
 	}
 	var out []string
@@ -123,7 +123,7 @@ func TestFleetTakesTurnsAcrossHosts(t *testing.T) {
 		turn([]int{2, 0}[i%2])
 	}
 	for _, h := range []int{0, 2} {
-		if got := hosts[h].userTexts(t, id); strings.Join(got, "|") != strings.Join(acked, "|") {
+		if got := hosts[h].userTexts(t, "echo", id); strings.Join(got, "|") != strings.Join(acked, "|") {
 			t.Fatalf("host %d holds the turns\n%q\nwant the %d acknowledged\n%q", h, got, len(acked), acked)
 		}
 	}
@@ -177,7 +177,7 @@ func TestFleetRacingTurns(t *testing.T) {
 			t.Fatalf("round %d: no host won", round)
 		}
 		// Both win only when one host ran its turn after the other's commit.
-		history := hosts[0].userTexts(t, id)
+		history := hosts[0].userTexts(t, "echo", id)
 		added := slices.Clone(history[min(len(acked), len(history)):])
 		slices.Sort(added)
 		slices.Sort(won)
@@ -335,13 +335,13 @@ func TestFleetHostKilledMidTurn(t *testing.T) {
 	if got := hosts[0].headOf(t, id); got != head {
 		t.Fatalf("after the kill the session's head is %s, want %s (the last acknowledged turn's)", got, head)
 	}
-	if got := hosts[0].userTexts(t, id); !slices.Equal(got, acked) {
+	if got := hosts[0].userTexts(t, "echo", id); !slices.Equal(got, acked) {
 		t.Fatalf("after the kill the session holds the turns %q, want %q", got, acked)
 	}
 	if got := hosts[0].turnText(t, "echo", id, "three on host 0"); got != "echo: three on host 0" {
 		t.Fatalf("the turn after the kill: %q", got)
 	}
-	if got, want := hosts[0].userTexts(t, id), append(acked, "three on host 0"); !slices.Equal(got, want) {
+	if got, want := hosts[0].userTexts(t, "echo", id), append(acked, "three on host 0"); !slices.Equal(got, want) {
 		t.Fatalf("after the next turn the session holds %q, want %q", got, want)
 	}
 }

@@ -601,7 +601,7 @@ func TestWebPageInChromium(t *testing.T) {
 		Errors    []string
 	}
 	node(t, dir, "page.mjs", &got, s.url+"/", shot, chromium)
-	if got.Answer != "echo: hello page" || got.Snapshots != 4 || len(got.Errors) != 0 {
+	if got.Answer != "echo: hello page" || got.Snapshots != 4 || len(got.Errors) != 0 || len(got.Session) != 36 {
 		t.Errorf("page: %+v", got)
 	}
 	if info, err := os.Stat(shot); err != nil || info.Size() == 0 {

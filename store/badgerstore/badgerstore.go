@@ -93,6 +93,7 @@ type Store struct {
 var (
 	_ store.Store         = (*Store)(nil)
 	_ store.SessionLister = (*Store)(nil)
+	_ store.PrefixFinder  = (*Store)(nil)
 )
 
 // Option configures Open.
@@ -654,6 +655,39 @@ func (s *Store) Sessions(ctx context.Context, ns string) ([]string, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sessions of namespace %q: %w", ns, err)
+	}
+	return out, nil
+}
+
+// RecordIDs implements store.PrefixFinder: records are keyed by ID, so this reads the
+// keys of the matching records only.
+func (s *Store) RecordIDs(ctx context.Context, ns, prefix string, limit int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := store.CheckPrefixQuery(ns, prefix, limit); err != nil {
+		return nil, fmt.Errorf("records by prefix: %w", err)
+	}
+	release, err := s.enter()
+	if err != nil {
+		return nil, fmt.Errorf("records beginning %q: %w", prefix, err)
+	}
+	defer release()
+	out := []string{}
+	err = s.view(func(txn *badger.Txn) error {
+		keys := nsPrefix(kindRecord, ns, 0)
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = recordKey(ns, prefix)
+		opts.PrefetchValues = false
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.ValidForPrefix(opts.Prefix) && len(out) < limit; it.Next() {
+			out = append(out, string(it.Item().Key()[len(keys):]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("records beginning %q in namespace %q: %w", prefix, ns, err)
 	}
 	return out, nil
 }

@@ -47,6 +47,7 @@ type Store struct {
 var (
 	_ store.Store         = (*Store)(nil)
 	_ store.SessionLister = (*Store)(nil)
+	_ store.PrefixFinder  = (*Store)(nil)
 	_ store.Pinger        = (*Store)(nil)
 )
 
@@ -385,6 +386,58 @@ func (s *Store) Head(ctx context.Context, ns, session string) (store.Record, err
 		return store.Record{}, fmt.Errorf("head of session %q in namespace %q: %w", session, ns, notFound(err))
 	}
 	return rec, nil
+}
+
+// RecordIDs implements store.PrefixFinder: a range of the primary key's index, from
+// the prefix to the first name after every name it begins.
+func (s *Store) RecordIDs(ctx context.Context, ns, prefix string, limit int) ([]string, error) {
+	if err := store.CheckPrefixQuery(ns, prefix, limit); err != nil {
+		return nil, fmt.Errorf("records by prefix: %w", err)
+	}
+	release, err := s.enter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("records beginning %q: %w", prefix, err)
+	}
+	defer release()
+	query := `SELECT id FROM terrarium_records WHERE ns = $1 AND id >= $2 ORDER BY id LIMIT $3`
+	args := []any{[]byte(ns), []byte(prefix), limit}
+	if end := prefixEnd([]byte(prefix)); end != nil {
+		query = `SELECT id FROM terrarium_records WHERE ns = $1 AND id >= $2 AND id < $4 ORDER BY id LIMIT $3`
+		args = append(args, end)
+	}
+	var out []string
+	err = s.retry(ctx, "records by prefix", func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+			var id []byte
+			err := row.Scan(&id)
+			return string(id), err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("records beginning %q in namespace %q: %w", prefix, ns, err)
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
+}
+
+// prefixEnd returns the least name greater than every name that begins with prefix,
+// or nil when there is none (prefix is all 0xff bytes).
+func prefixEnd(prefix []byte) []byte {
+	end := slices.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
 }
 
 // Sessions implements store.SessionLister: the sessions with a head, sorted byte by

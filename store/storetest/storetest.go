@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentSettles", testConcurrentSettles},
 		{"Stats", testStats},
 		{"Sessions", testSessions},
+		{"RecordIDs", testRecordIDs},
 		{"CancelledContext", testCancelledContext},
 		{"Closed", testClosed},
 	}
@@ -395,6 +396,76 @@ func testSessions(t *testing.T, s store.Store) {
 	if _, err := l.Sessions(t.Context(), ""); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("Sessions of an empty namespace name: %v, want ErrInvalid", err)
 	}
+}
+
+// testRecordIDs checks store.PrefixFinder, for stores that implement it.
+func testRecordIDs(t *testing.T, s store.Store) {
+	f, ok := s.(store.PrefixFinder)
+	if !ok {
+		t.Skipf("%T does not implement store.PrefixFinder", s)
+	}
+	find := func(ns, prefix string, limit int) []string {
+		t.Helper()
+		ids, err := f.RecordIDs(t.Context(), ns, prefix, limit)
+		if err != nil {
+			t.Fatalf("RecordIDs(%q, %q, %d): %v", ns, prefix, limit, err)
+		}
+		if ids == nil {
+			t.Errorf("RecordIDs(%q, %q, %d) = nil, want a slice", ns, prefix, limit)
+		}
+		return ids
+	}
+	if ids := find("ns", "ab", 10); len(ids) != 0 {
+		t.Errorf("RecordIDs of an empty namespace = %q, want none", ids)
+	}
+	// Committed out of order, in two sessions; "\xff\xff" has no successor of its
+	// length, and "a" sorts before the IDs it begins.
+	for i, id := range []string{"ab1", "ac", "ab02", "\xff\xffa", "a", "ab01", "\xff\xff", "b"} {
+		commit(t, s, "ns", rec(id, fmt.Sprint("s", i%2), i, id))
+	}
+	commit(t, s, "ns2", rec("ab03", "s0", 0, "x"))
+	commit(t, s, "nsx", rec("ab04", "s0", 0, "x"))
+	for _, c := range []struct {
+		ns, prefix string
+		limit      int
+		want       []string
+	}{
+		{"ns", "ab", 10, []string{"ab01", "ab02", "ab1"}},
+		{"ns", "ab", 2, []string{"ab01", "ab02"}},
+		{"ns", "ab0", 10, []string{"ab01", "ab02"}},
+		{"ns", "ab01", 10, []string{"ab01"}},
+		{"ns", "ab011", 10, []string{}},
+		{"ns", "a", 10, []string{"a", "ab01", "ab02", "ab1", "ac"}},
+		{"ns", "a", 1, []string{"a"}},
+		{"ns", "abc", 10, []string{}},
+		{"ns", "\xff", 10, []string{"\xff\xff", "\xff\xffa"}},
+		{"ns", "\xff\xff", 10, []string{"\xff\xff", "\xff\xffa"}},
+		{"ns", "c", 10, []string{}},
+		// Namespaces see only their own: "n" and "ns" are prefixes of others.
+		{"ns2", "ab", 10, []string{"ab03"}},
+		{"n", "ab", 10, []string{}},
+	} {
+		if got := find(c.ns, c.prefix, c.limit); !slices.Equal(got, c.want) {
+			t.Errorf("RecordIDs(%q, %q, %d) = %q, want %q", c.ns, c.prefix, c.limit, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		ns, prefix string
+		limit      int
+	}{{"", "ab", 1}, {"ns", "", 1}, {"ns", "ab", 0}, {"ns", "ab", -1}, {"ns", strings.Repeat("a", store.MaxNameLen+1), 1}} {
+		if _, err := f.RecordIDs(t.Context(), c.ns, c.prefix, c.limit); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("RecordIDs(%q, %.8q, %d): %v, want ErrInvalid", c.ns, c.prefix, c.limit, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := f.RecordIDs(ctx, "ns", "ab", 1)
+	wantErr(t, "RecordIDs with a cancelled context", err, context.Canceled)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	_, err = f.RecordIDs(t.Context(), "ns", "ab", 1)
+	wantErr(t, "RecordIDs after Close", err, store.ErrClosed)
 }
 
 func testNamespacesIsolated(t *testing.T, s store.Store) {

@@ -12,14 +12,15 @@ try {
   // What the page's Content-Security-Policy refuses shows as a console error.
   page.on("console", (m) => m.type() === "error" && m.text().includes("Content Security Policy") && errors.push(m.text()));
   await page.goto(url);
-  await page.waitForSelector("#status:has-text('session')");
-  const session = (await page.textContent("#status")).split("session ")[1];
+  await page.waitForSelector("#status:has-text('new session')");
 
+  // The first message opens the session.
   await page.fill("#input", "hello page");
   await page.click("#send");
   const answer = page.locator(".msg.model", { hasText: "echo: hello page" });
   await answer.waitFor();
   await page.waitForSelector("#status:has-text('turn ended')");
+  const session = ((await page.textContent("#status")).match(/session ([0-9a-f-]{36})/) || [])[1];
 
   await page.fill("#input", '/call askUser {"question": "Favourite colour?"}');
   await page.click("#send");
@@ -34,7 +35,7 @@ try {
 
   // The server closes an idle socket: the next message opens the session again.
   await page.evaluate(() => state.ws.close());
-  await page.waitForSelector("#status:has-text('disconnected')");
+  await page.waitForSelector("#status:has-text('not connected')");
   await page.fill("#input", "still there?");
   await page.click("#send");
   await page.locator(".msg.model", { hasText: "echo: still there?" }).waitFor();
