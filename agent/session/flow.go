@@ -665,17 +665,7 @@ func (r *Responder[Stream]) FailTurn(err error) error {
 	if cause := r.out.gone(); cause != nil {
 		return cause
 	}
-	te := newTurnError(err)
-	r.mu.Lock()
-	r.reason, r.failure = FinishFailed, te
-	usage := r.usage
-	r.usage = nil
-	r.mu.Unlock()
-	id, err := r.endTurn(r.ctx, FinishFailed, te)
-	if err != nil {
-		return err
-	}
-	return r.close(id, &SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: FinishFailed, Error: te, Usage: usage})
+	return r.finishTurn(FinishFailed, newTurnError(err))
 }
 
 // EndTurn ends the answer to the current input: it takes a snapshot if the callback
@@ -686,16 +676,23 @@ func (r *Responder[Stream]) EndTurn() error { return r.EndTurnWith("") }
 // EndTurnWith is EndTurn saying why the turn ended, on the EndTurn chunk and in the
 // snapshot ("stop", "interrupted"...).
 func (r *Responder[Stream]) EndTurnWith(reason abi.FinishReason) error {
+	return r.finishTurn(reason, nil)
+}
+
+// finishTurn ends the current turn for reason, as failed with failure when it is not
+// nil: it records both for the connection's output, takes the turn's snapshot and
+// streams the turn's end with its usage.
+func (r *Responder[Stream]) finishTurn(reason abi.FinishReason, failure *TurnError) error {
 	r.mu.Lock()
-	r.reason, r.failure = reason, nil
+	r.reason, r.failure = reason, failure
 	usage := r.usage
 	r.usage = nil
 	r.mu.Unlock()
-	id, err := r.endTurn(r.ctx, reason, nil)
+	id, err := r.endTurn(r.ctx, reason, failure)
 	if err != nil {
 		return err
 	}
-	return r.close(id, &SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: reason, Usage: usage})
+	return r.close(id, &SessionFlowStreamChunk[Stream]{EndTurn: true, FinishReason: reason, Error: failure, Usage: usage})
 }
 
 // close streams the end of a turn: its last custom-state patch (before the client,
