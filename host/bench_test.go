@@ -199,7 +199,8 @@ func BenchmarkConcurrentToolCalls(b *testing.B) {
 // wazero (host.BareToolCall: uninstrumented, the envelope ready-made, nothing checked,
 // with the native engine's kernel, which the ABI needs). The cases are guestCases:
 // the calculator, a noop, hostcheck's log (a JSON input, one host function) with 1 KiB
-// and 1 MiB of text, and 1 MiB received raw. The variants take turns within each
+// and 1 MiB of text, its order (about 1 KiB in several fields, a nested object and
+// arrays), and 1 MiB received raw. The variants take turns within each
 // iteration, each going first in turn, so that the load of a shared machine weighs on
 // each alike; it reports each one's time per call and the ratios between them.
 func BenchmarkEngines(b *testing.B) {
@@ -212,6 +213,23 @@ func BenchmarkEngines(b *testing.B) {
 		}) (string, error) {
 			slog.New(slog.DiscardHandler).WarnContext(ctx, in.Text)
 			return "logged", nil
+		}),
+		"order": agent.NewTool("order", "native order", func(ctx context.Context, in struct {
+			ID       string `json:"id"`
+			Customer struct {
+				Name  string `json:"name"`
+				Email string `json:"email"`
+			} `json:"customer"`
+			Items []struct {
+				SKU   string  `json:"sku"`
+				Qty   int     `json:"qty"`
+				Price float64 `json:"price"`
+			} `json:"items"`
+			Tags  []string `json:"tags"`
+			Notes string   `json:"notes"`
+		}) (int, error) {
+			slog.New(slog.DiscardHandler).WarnContext(ctx, in.Notes)
+			return len(in.Items), nil
 		}),
 		"raw": agent.NewTool("raw_length", "native raw length", func(_ context.Context, in json.RawMessage) (int, error) { return len(in), nil }),
 	}

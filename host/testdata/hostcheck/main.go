@@ -49,6 +49,23 @@ type Text struct {
 	Text string `json:"text"`
 }
 
+// Order is a structured input of several fields, a nested object and arrays: what a
+// real tool takes, where log takes one string.
+type Order struct {
+	ID       string `json:"id"`
+	Customer struct {
+		Name  string `json:"name"`
+		Email string `json:"email"`
+	} `json:"customer"`
+	Items []struct {
+		SKU   string  `json:"sku"`
+		Qty   int     `json:"qty"`
+		Price float64 `json:"price"`
+	} `json:"items"`
+	Tags  []string `json:"tags"`
+	Notes string   `json:"notes"`
+}
+
 // Any carries any JSON value.
 type Any struct {
 	Value any `json:"value"`
@@ -107,6 +124,12 @@ func main() {
 	sdk.Tool("log", "log", func(ctx context.Context, in Text) (Result, error) {
 		sdk.Log(plugin.LogWarn, in.Text)
 		return result("logged", nil)
+	})
+	// order is log's call with a structured input: decoded into its fields, one host
+	// function (the log of its notes).
+	sdk.Tool("order", "log an order's notes", func(ctx context.Context, in Order) (Result, error) {
+		sdk.Log(plugin.LogWarn, in.Notes)
+		return result(len(in.Items), nil)
 	})
 	// gc reports the garbage collector's settings as the guest's runtime took them from
 	// its environment, and the environment variable the input names.
