@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"testing"
+
+	"github.com/terrarium-ai/terrarium/internal/testenv"
 )
 
 // TestToolCallGarbageStaysLow bounds the host's garbage per tool call, made as
@@ -15,7 +17,7 @@ import (
 // tool call"); a bound fails a change that brings back a context or a timer per call,
 // a decoder per output, or the call's context for a host function that needs none.
 func TestToolCallGarbageStaysLow(t *testing.T) {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		t.Skip("the race detector makes sync.Pool drop buffers, and so garbage; .ci/run runs this test again without it")
 	}
 	// Measured 2026-11-23; before the guest's context, the envelope's decoder and the
