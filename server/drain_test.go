@@ -202,15 +202,22 @@ func TestDrainDetachesTurnsPastItsDeadline(t *testing.T) {
 	if st := b.snapshotStatus(t, "gate", pending); st != session.StatusCompleted {
 		t.Fatalf("after Shutdown the detached turn's snapshot is %q, want completed", st)
 	}
+	nextTurnGoesOn(t, b, id)
+	if n := b.messagesOf(t, "gate", id); n != 4 {
+		t.Errorf("the session holds %d messages, want 4: the detached turn's and the next", n)
+	}
+}
+
+// nextTurnGoesOn sends the session's next turn to host b and fails the test unless it
+// is answered.
+func nextTurnGoesOn(t *testing.T, b *testServer, id string) {
+	t.Helper()
 	next := make(chan turnResult, 1)
 	go func() { next <- b.sendTurn(t.Context(), "gate", id, "after") }()
 	<-b.gate.started
 	b.gate.release <- struct{}{}
 	if r := <-next; r.err != nil || r.status != http.StatusOK {
 		t.Fatalf("the next turn on the other host: %+v", r)
-	}
-	if n := b.messagesOf(t, "gate", id); n != 4 {
-		t.Errorf("the session holds %d messages, want 4: the detached turn's and the next", n)
 	}
 }
 
@@ -227,13 +234,7 @@ func TestShutdownAbortsDetachedTurnsPastItsDeadline(t *testing.T) {
 	if st := b.snapshotStatus(t, "gate", pending); st != session.StatusAborted {
 		t.Fatalf("the detached turn's snapshot: %q, want aborted", st)
 	}
-	next := make(chan turnResult, 1)
-	go func() { next <- b.sendTurn(t.Context(), "gate", id, "after") }()
-	<-b.gate.started
-	b.gate.release <- struct{}{}
-	if r := <-next; r.err != nil || r.status != http.StatusOK {
-		t.Fatalf("the next turn on the other host: %+v", r)
-	}
+	nextTurnGoesOn(t, b, id)
 }
 
 // Draining closes each WebSocket with StatusReconnect: an idle one at once, one
