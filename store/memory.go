@@ -160,10 +160,8 @@ func (m *Memory) Commit(ctx context.Context, ns string, rec Record, blobs []Blob
 	rec.Data, rec.Outcome = clone(rec.Data), nil
 	owned := cloneBlobs(blobs)
 
-	v, _ := m.spaces.LoadOrStore(ns, &memSpace{})
-	sp := v.(*memSpace)
-	v, _ = sp.sessions.LoadOrStore(rec.Session, &memSession{})
-	ss := v.(*memSession)
+	sp := loadOrNew[memSpace](&m.spaces, ns)
+	ss := loadOrNew[memSession](&sp.sessions, rec.Session)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if _, ok := sp.records.Load(rec.ID); ok {
@@ -218,6 +216,17 @@ func (sp *memSpace) storeBlobs(blobs []Blob) {
 			sp.bytes.Add(int64(len(b.Key) + len(b.Data)))
 		}
 	}
+}
+
+// loadOrNew returns m's value for key, storing a new one first if it has none: a
+// load first, since all but a session's first commit find theirs, and LoadOrStore
+// would allocate the value it does not store.
+func loadOrNew[V any](m *sync.Map, key string) *V {
+	if v, ok := m.Load(key); ok {
+		return v.(*V)
+	}
+	v, _ := m.LoadOrStore(key, new(V))
+	return v.(*V)
 }
 
 // cloneBlobs copies blobs and their data.

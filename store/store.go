@@ -20,8 +20,9 @@ import (
 type Store interface {
 	// Commit writes blobs and one record atomically: afterwards either all of them are
 	// stored or none is. Once Commit returns nil the write is durable (for stores that
-	// persist at all): it survives the process being killed. Blobs whose key is already
-	// stored are not written again. Committing a record whose ID is already stored in
+	// persist at all): it survives the process being killed. Commit keeps no reference
+	// to rec.Data or the blobs' Data: the caller may reuse them once it returns
+	// (storetest checks it). Blobs whose key is already stored are not written again. Committing a record whose ID is already stored in
 	// the namespace changes nothing and returns nil, since IDs are content addresses.
 	//
 	// A record continues the line of its Parent unless it is a Branch: each record can
@@ -52,7 +53,8 @@ type Store interface {
 	// ErrConflict and writes nothing; with the same data it changes nothing and returns
 	// nil, so retrying a settle whose first attempt's fate is unknown is safe. An
 	// unknown record is an error wrapping ErrNotFound; an empty outcome is ErrInvalid.
-	// Settling leaves the session's head and line as they were.
+	// Settling leaves the session's head and line as they were. Like Commit, Settle keeps
+	// no reference to the bytes it is given.
 	Settle(ctx context.Context, ns, id string, outcome []byte, blobs []Blob) error
 
 	// Blob returns the blob stored under key, or an error wrapping ErrNotFound.

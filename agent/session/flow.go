@@ -496,7 +496,7 @@ func (f *SessionFlow[Stream, State]) snapshot(ctx context.Context, sess *Session
 	}
 	sess.mu.RLock()
 	unchanged := failure == nil && !sess.changed && sess.parentID != ""
-	sc := &SnapshotContext[State]{Event: event, State: sess.copyState(), PrevState: sess.prevState, TurnIndex: sess.turnIndex}
+	sc := &SnapshotContext[State]{Event: event, State: sess.viewState(), PrevState: sess.prevState, TurnIndex: sess.turnIndex}
 	sess.mu.RUnlock()
 	if unchanged {
 		return "", nil

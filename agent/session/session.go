@@ -58,8 +58,17 @@ type turnBase[State any] struct {
 	changed bool
 	// custom is the JSON of the custom state before the turn first changed it (nil
 	// while it has not): a change may have been made in place, in maps or slices the
-	// base's Custom shares.
+	// base's Custom shares. It is in a scratch buffer, given back when the turn ends.
 	custom []byte
+	buf    *scratch
+}
+
+// release gives the turn's scratch buffer back.
+func (t *turnBase[State]) release() {
+	if t.buf != nil {
+		t.buf.put()
+		t.buf, t.custom = nil, nil
+	}
 }
 
 func newSession[State any](id string, st SessionState[State]) *Session[State] {
@@ -93,6 +102,18 @@ func (s *Session[State]) copyState() *SessionState[State] {
 	c := s.state
 	c.Messages = slices.Clone(s.state.Messages)
 	c.Artifacts = slices.Clone(s.state.Artifacts)
+	return &c
+}
+
+// viewState returns the current state with the session's own slices, clipped, as
+// Messages does: a snapshot reads them once per turn, and copying a long history for
+// that would make each turn's cost grow with it. The session never writes into its
+// slices in place (appends go past a view's length, replacements copy first). The
+// caller holds s.mu.
+func (s *Session[State]) viewState() *SessionState[State] {
+	c := s.state
+	c.Messages = slices.Clip(s.state.Messages)
+	c.Artifacts = slices.Clip(s.state.Artifacts)
 	return &c
 }
 
@@ -157,9 +178,12 @@ func (s *Session[State]) keepCustom() {
 	if s.turn == nil || s.turn.custom != nil {
 		return
 	}
-	if b, err := json.Marshal(s.state.Custom); err == nil {
-		s.turn.custom = b
+	buf := getScratch()
+	if err := buf.encode(s.state.Custom); err != nil {
+		buf.put()
+		return
 	}
+	s.turn.buf, s.turn.custom = buf, buf.b
 }
 
 // beginTurn records the state a turn begins in, unless a turn is running already (its
@@ -177,7 +201,10 @@ func (s *Session[State]) beginTurn() bool {
 // endTurn forgets the running turn's beginning: the turn ended.
 func (s *Session[State]) endTurn() {
 	s.mu.Lock()
-	s.turn = nil
+	if s.turn != nil {
+		s.turn.release()
+		s.turn = nil
+	}
 	s.mu.Unlock()
 }
 
@@ -198,15 +225,17 @@ func (s *Session[State]) rollback() {
 	}
 	s.turn = nil
 	st := t.state
-	if t.custom != nil {
+	kept := t.custom != nil
+	if kept {
 		var c State
 		if err := json.Unmarshal(t.custom, &c); err == nil {
 			st.Custom = c
 		}
+		t.release()
 	}
 	s.state, s.changed = st, t.changed
 	s.mu.Unlock()
-	if t.custom != nil {
+	if kept {
 		s.customChanged()
 	}
 }

@@ -12,7 +12,9 @@ import (
 type SnapshotContext[State any] struct {
 	// Event is the moment the snapshot is considered.
 	Event SnapshotEvent
-	// State is the state that will be stored if the callback says yes.
+	// State is the state that will be stored if the callback says yes. Its slices are
+	// the session's, clipped: appending to them copies them; writing into them is not
+	// allowed.
 	State *SessionState[State]
 	// PrevState is the state at the last snapshot (taken or resumed from), or nil.
 	PrevState *SessionState[State]
@@ -47,7 +49,8 @@ func SnapshotOn[State any](events ...SnapshotEvent) SnapshotCallback[State] {
 // resuming a session by its ID.)
 type SnapshotStore[State any] interface {
 	// SaveSnapshot stores a snapshot and sets its SnapshotID, the content address of
-	// its record.
+	// its record. The state's slices may be the session's own (SnapshotContext.State):
+	// a store reads them and keeps copies of what it keeps, never writing into them.
 	SaveSnapshot(ctx context.Context, snap *SessionSnapshot[State]) error
 	// GetSnapshot loads a snapshot; an unknown ID is an error wrapping
 	// ErrSnapshotNotFound.

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
@@ -53,6 +55,88 @@ type snapshotRecord struct {
 	V            int              `json:"v"`
 }
 
+// appendJSON appends the record's encoding, encoding/json's (keys sorted), to b. The
+// snapshot's ID is the digest of these bytes, so they must stay encoding/json's
+// (TestRecordEncodingIsEncodingJSONs); written out, a save spends a tenth of what
+// encoding/json's reflection costs on them.
+func (r *snapshotRecord) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, '{')
+	if r.Branch {
+		b = append(b, `"branch":true,`...)
+	}
+	b = append(b, `"createdAt":"`...)
+	b, err := r.CreatedAt.AppendText(b)
+	if err != nil {
+		return nil, fmt.Errorf("createdAt: %w", err)
+	}
+	b = append(b, '"')
+	if len(r.Error) > 0 {
+		// Already encoding/json's (compact, escaped): see SaveSnapshot.
+		b = append(b, `,"error":`...)
+		b = append(b, r.Error...)
+	}
+	b = appendMember(b, "event", string(r.Event), false)
+	b = appendMember(b, "finishReason", string(r.FinishReason), true)
+	b = appendMember(b, "parentId", r.ParentID, true)
+	b = appendMember(b, "sessionId", r.SessionID, false)
+	b = append(b, `,"state":{`...)
+	st, first := &r.State, true
+	sep := func() {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+	}
+	if len(st.Artifacts) > 0 {
+		sep()
+		b = append(b, `"artifacts":[`...)
+		for i, a := range st.Artifacts {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = abi.AppendJSONString(b, a)
+		}
+		b = append(b, ']')
+	}
+	if st.Custom != "" {
+		sep()
+		b = append(b, `"custom":`...)
+		b = abi.AppendJSONString(b, st.Custom)
+	}
+	if m := st.Messages; m != nil {
+		sep()
+		b = append(b, `"messages":{"count":`...)
+		b = strconv.AppendInt(b, int64(m.Count), 10)
+		b = append(b, `,"head":`...)
+		b = abi.AppendJSONString(b, m.Head)
+		b = append(b, '}')
+	}
+	if st.PromptInput != "" {
+		sep()
+		b = append(b, `"promptInput":`...)
+		b = abi.AppendJSONString(b, st.PromptInput)
+	}
+	b = append(b, '}')
+	b = appendMember(b, "status", string(r.Status), true)
+	b = append(b, `,"turnIndex":`...)
+	b = strconv.AppendInt(b, int64(r.TurnIndex), 10)
+	b = append(b, `,"v":`...)
+	b = strconv.AppendInt(b, int64(r.V), 10)
+	return append(b, '}'), nil
+}
+
+// appendMember appends `,"key":value` for a string member after the first, nothing
+// for an empty one that is omitted when empty.
+func appendMember(b []byte, key, value string, omitEmpty bool) []byte {
+	if omitEmpty && value == "" {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, key...)
+	b = append(b, '"', ':')
+	return abi.AppendJSONString(b, value)
+}
+
 // outcomeRecord is how a pending snapshot settled, kept beside its record: the JSON
 // of this struct (keys sorted). It names the snapshot it settles, which a read checks;
 // its state's pieces are blobs, checked against their digests as a record's are.
@@ -87,22 +171,55 @@ type segment struct {
 	Start    int            `json:"start"`
 }
 
+// appendJSON appends the segment's encoding, encoding/json's (keys sorted), to b:
+// written out so that encoding/json does not re-read each message's own encoding.
+func (s *segment) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"messages":`...)
+	if s.Messages == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, m := range s.Messages {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if m == nil {
+				b = append(b, "null"...)
+				continue
+			}
+			var err error
+			if b, err = m.AppendJSON(b); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	}
+	if s.Prev != "" {
+		b = append(b, `,"prev":`...)
+		b = abi.AppendJSONString(b, s.Prev)
+	}
+	b = append(b, `,"start":`...)
+	b = strconv.AppendInt(b, int64(s.Start), 10)
+	return append(b, '}'), nil
+}
+
 // segRef locates a stored segment; refs link into a chain shared between snapshots.
 type segRef struct {
 	digest string
 	end    int // position after the segment's last message
 	size   int // bytes of the encodings of this segment and all before it
 	prev   *segRef
+	// msgs are the messages whose encodings are the segment's bytes, or nil when that
+	// is not known: a saved segment's; a loaded one's when they encode to the same
+	// bytes again (a tool's Go struct comes back as a map, its keys sorted: not those).
+	// A save compares them, pointer by pointer, with the messages it stores, so that a
+	// segment the new messages begin with is neither encoded nor hashed again.
+	msgs []*abi.Message
 }
 
 // known is what the store remembers of a snapshot it saved or loaded recently, so that
 // saving a child of it needs no load and encodes only the messages new to the child.
 type known struct {
-	// msgs begin with messages whose encodings are the bytes of the chain's segments,
-	// up to the end of one of them: all of them for a snapshot this store saved; for
-	// one it loaded, those of the segments that decode to messages encoding to the same
-	// bytes again (a tool's Go struct comes back as a map, its keys sorted: not those).
-	msgs  []*abi.Message
 	chain *segRef
 	root  stateRoot
 }
@@ -112,7 +229,7 @@ type loaded struct {
 	seg  *segment
 	size int // bytes of its encoding
 	// canonical says the decoded messages encode to the segment's bytes again, so
-	// their pointers can stand for those bytes (see known).
+	// their pointers can stand for those bytes (see segRef).
 	canonical bool
 }
 
@@ -225,6 +342,51 @@ func digest(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// scratch holds a save's encodings until the store has them. A store keeps no
+// reference to the bytes it is given (store.Store.Commit), so the buffer serves the
+// next save: a turn's snapshot then allocates only what it keeps.
+type scratch struct {
+	b   []byte
+	enc *json.Encoder // writing to the scratch itself
+}
+
+var scratches = sync.Pool{New: func() any {
+	s := &scratch{}
+	s.enc = json.NewEncoder(s)
+	return s
+}}
+
+// maxScratch is the largest buffer kept for reuse: a save of a long history, resumed
+// from elsewhere, should not pin its megabytes.
+const maxScratch = 64 << 10
+
+func getScratch() *scratch { return scratches.Get().(*scratch) }
+
+func (s *scratch) put() {
+	if cap(s.b) <= maxScratch {
+		s.b = s.b[:0]
+		scratches.Put(s)
+	}
+}
+
+// Write appends p: the encoder writes each value in one call.
+func (s *scratch) Write(p []byte) (int, error) {
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+// encode appends encoding/json's encoding of v (json.Marshal's bytes, without the
+// copy Marshal makes of them).
+func (s *scratch) encode(v any) error {
+	n := len(s.b)
+	if err := s.enc.Encode(v); err != nil {
+		s.b = s.b[:n]
+		return err
+	}
+	s.b = s.b[:len(s.b)-1] // Encode ends the value with a newline
+	return nil
+}
+
 // SaveSnapshot implements SnapshotStore.
 func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSnapshot[State]) error {
 	var parent *known
@@ -234,7 +396,9 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 			return fmt.Errorf("session: saving a snapshot of session %s: parent: %w", snap.SessionID, err)
 		}
 	}
-	enc, err := encodeState(parent, &snap.State)
+	buf := getScratch()
+	defer buf.put()
+	enc, err := encodeState(parent, &snap.State, buf)
 	if err != nil {
 		return fmt.Errorf("session: encoding the state of session %s: %w", snap.SessionID, err)
 	}
@@ -258,10 +422,11 @@ func (s *snapshotStore[State]) SaveSnapshot(ctx context.Context, snap *SessionSn
 			return fmt.Errorf("session: encoding the error of session %s: %w", snap.SessionID, err)
 		}
 	}
-	data, err := json.Marshal(rec)
-	if err != nil {
+	start := len(buf.b)
+	if buf.b, err = rec.appendJSON(buf.b); err != nil {
 		return fmt.Errorf("session: encoding the snapshot record of session %s: %w", snap.SessionID, err)
 	}
+	data := buf.b[start:]
 	id := digest(data)
 	if err := s.st.Commit(ctx, s.ns, store.Record{ID: id, Session: snap.SessionID, Parent: snap.ParentID, Branch: snap.Branch, Turn: snap.TurnIndex, Data: data}, enc.blobs); err != nil {
 		return fmt.Errorf("session: saving a snapshot of session %s: %w", snap.SessionID, err)
@@ -288,7 +453,9 @@ func (s *snapshotStore[State]) SettleSnapshot(ctx context.Context, snap *Session
 	if err != nil {
 		return fmt.Errorf("session: settling snapshot %s: %w", snap.SnapshotID, err)
 	}
-	enc, err := encodeState(pending, &snap.State)
+	buf := getScratch()
+	defer buf.put()
+	enc, err := encodeState(pending, &snap.State, buf)
 	if err != nil {
 		return fmt.Errorf("session: settling snapshot %s: encoding its state: %w", snap.SnapshotID, err)
 	}
@@ -321,21 +488,24 @@ type encoded struct {
 
 // encodeState puts a state in stored form, reusing the pieces the parent's state (if
 // any) has: the message segments the messages begin with, the custom state, artifacts
-// and prompt input whose bytes are unchanged.
-func encodeState[State any](parent *known, st *SessionState[State]) (*encoded, error) {
-	var blobs []store.Blob
-	add := func(data []byte) string {
-		d := digest(data)
-		if !slices.ContainsFunc(blobs, func(b store.Blob) bool { return b.Key == d }) {
-			blobs = append(blobs, store.Blob{Key: d, Data: data})
+// and prompt input whose bytes are unchanged. The blobs' data are in buf, good until
+// it is reused.
+func encodeState[State any](parent *known, st *SessionState[State], buf *scratch) (*encoded, error) {
+	type piece struct {
+		key        string
+		start, end int
+	}
+	var pieces []piece
+	// end takes the piece buf holds from start on: a blob, unless the parent's state
+	// or this one has it already.
+	end := func(start int, parentDigest string) string {
+		d := digest(buf.b[start:])
+		if d == parentDigest || slices.ContainsFunc(pieces, func(p piece) bool { return p.key == d }) {
+			buf.b = buf.b[:start]
+		} else {
+			pieces = append(pieces, piece{d, start, len(buf.b)})
 		}
 		return d
-	}
-	reuse := func(data []byte, parentDigest string) string {
-		if d := digest(data); d == parentDigest {
-			return d // stored with the parent already
-		}
-		return add(data)
 	}
 	var root stateRoot
 	var prev stateRoot
@@ -348,7 +518,7 @@ func encodeState[State any](parent *known, st *SessionState[State]) (*encoded, e
 	var base *segRef
 	if parent != nil {
 		var err error
-		if base, err = sharedSegments(parent, st.Messages); err != nil {
+		if base, err = sharedSegments(parent.chain, st.Messages); err != nil {
 			return nil, fmt.Errorf("the messages: %w", err)
 		}
 	}
@@ -359,77 +529,80 @@ func encodeState[State any](parent *known, st *SessionState[State]) (*encoded, e
 		seg.Prev, seg.Start, size = base.digest, base.end, base.size
 	}
 	if seg.Start < len(st.Messages) {
-		seg.Messages = st.Messages[seg.Start:]
-		data, err := json.Marshal(seg)
-		if err != nil {
+		// A copy of the new messages' pointers, so that a caller reusing its slice
+		// cannot change what they stand for.
+		seg.Messages = slices.Clone(st.Messages[seg.Start:])
+		start := len(buf.b)
+		var err error
+		if buf.b, err = seg.appendJSON(buf.b); err != nil {
 			return nil, fmt.Errorf("the messages: %w", err)
 		}
-		head = &segRef{digest: add(data), end: len(st.Messages), size: size + len(data), prev: base}
+		n := len(buf.b) - start
+		head = &segRef{digest: end(start, ""), end: len(st.Messages), size: size + n, prev: base, msgs: seg.Messages}
 	}
 	if head != nil {
 		root.Messages = &messagesRef{Count: head.end, Head: head.digest}
 	}
 
-	custom, err := json.Marshal(st.Custom)
-	if err != nil {
+	start := len(buf.b)
+	if err := buf.encode(st.Custom); err != nil {
 		return nil, fmt.Errorf("the custom state: %w", err)
 	}
-	root.Custom = reuse(custom, prev.Custom)
+	root.Custom = end(start, prev.Custom)
 	for i, a := range st.Artifacts {
-		data, err := json.Marshal(a)
-		if err != nil {
+		start := len(buf.b)
+		if err := buf.encode(a); err != nil {
 			return nil, fmt.Errorf("artifact %q: %w", a.Name, err)
 		}
 		var was string
 		if i < len(prev.Artifacts) {
 			was = prev.Artifacts[i]
 		}
-		root.Artifacts = append(root.Artifacts, reuse(data, was))
+		root.Artifacts = append(root.Artifacts, end(start, was))
 	}
 	if st.PromptInput != nil {
-		data, err := json.Marshal(st.PromptInput)
-		if err != nil {
+		start := len(buf.b)
+		if err := buf.encode(st.PromptInput); err != nil {
 			return nil, fmt.Errorf("the prompt input: %w", err)
 		}
-		root.PromptInput = reuse(data, prev.PromptInput)
+		root.PromptInput = end(start, prev.PromptInput)
 	}
-	// A copy, so that a caller reusing its slice cannot change what the pointers stand
-	// for.
-	return &encoded{root: root, blobs: blobs, known: &known{msgs: slices.Clone(st.Messages), chain: head, root: root}}, nil
+	blobs := make([]store.Blob, len(pieces))
+	for i, p := range pieces {
+		blobs[i] = store.Blob{Key: p.key, Data: buf.b[p.start:p.end:p.end]}
+	}
+	return &encoded{root: root, blobs: blobs, known: &known{chain: head, root: root}}, nil
 }
 
-// sharedSegments returns the last of the parent's segments, oldest first, that the
-// messages begin with: those at the segment's positions encode to its bytes. The
-// parent's known messages stand for their bytes, so a save whose parent was cached
+// sharedSegments returns the last segment of the chain ending at r, oldest first, that
+// the messages begin with: those at the segment's positions encode to its bytes. A
+// segment's known messages stand for its bytes, so a save whose parent was cached
 // encodes only what is new to it; after a miss, the conversation is encoded once.
 // Either way the answer, and so what is stored, is the same.
-func sharedSegments(parent *known, msgs []*abi.Message) (*segRef, error) {
-	var refs []*segRef
-	for r := parent.chain; r != nil; r = r.prev {
-		refs = append(refs, r)
+func sharedSegments(r *segRef, msgs []*abi.Message) (*segRef, error) {
+	if r == nil {
+		return nil, nil
 	}
-	var base *segRef
-	for _, r := range slices.Backward(refs) {
-		var seg segment
-		if base != nil {
-			seg.Prev, seg.Start = base.digest, base.end
-		}
-		if r.end > len(msgs) {
-			break
-		}
-		if r.end > len(parent.msgs) || !slices.Equal(parent.msgs[seg.Start:r.end], msgs[seg.Start:r.end]) {
-			seg.Messages = msgs[seg.Start:r.end]
-			data, err := json.Marshal(seg)
-			if err != nil {
-				return nil, err
-			}
-			if digest(data) != r.digest {
-				break
-			}
-		}
-		base = r
+	base, err := sharedSegments(r.prev, msgs)
+	if err != nil || base != r.prev || r.end > len(msgs) {
+		return base, err
 	}
-	return base, nil
+	var seg segment
+	if base != nil {
+		seg.Prev, seg.Start = base.digest, base.end
+	}
+	if r.msgs != nil && slices.Equal(r.msgs, msgs[seg.Start:r.end]) {
+		return r, nil
+	}
+	seg.Messages = msgs[seg.Start:r.end]
+	data, err := seg.appendJSON(nil)
+	if err != nil {
+		return nil, err
+	}
+	if digest(data) != r.digest {
+		return base, nil
+	}
+	return r, nil
 }
 
 // knownOf returns what is needed to save a child of the snapshot id, loading the
@@ -550,7 +723,6 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 
 	// Walk the message chain from its head back to the first segment.
 	var chain *segRef
-	canonical := 0 // messages of the segments that encode to their bytes again
 	if m := root.Messages; m != nil {
 		var segs []*loaded
 		var refs []string
@@ -565,7 +737,7 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 				if err := json.Unmarshal(data, seg); err != nil {
 					return nil, nil, corrupt("message segment %s: %v", d, err)
 				}
-				again, err := json.Marshal(seg)
+				again, err := seg.appendJSON(make([]byte, 0, len(data)))
 				l = &loaded{seg: seg, size: len(data), canonical: err == nil && bytes.Equal(again, data)}
 				s.segments.Add(d, l)
 			}
@@ -583,11 +755,11 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 				return nil, nil, corrupt("message segment %s starts at %d, after %d messages", refs[i], l.seg.Start, len(msgs))
 			}
 			msgs = append(msgs, l.seg.Messages...)
-			if l.canonical && canonical == l.seg.Start {
-				canonical = len(msgs)
-			}
 			size += l.size
 			chain = &segRef{digest: refs[i], end: len(msgs), size: size, prev: chain}
+			if l.canonical {
+				chain.msgs = l.seg.Messages
+			}
 		}
 		if len(msgs) != m.Count {
 			return nil, nil, corrupt("holds %d messages, its record says %d", len(msgs), m.Count)
@@ -623,8 +795,7 @@ func (s *snapshotStore[State]) decode(ctx context.Context, rec store.Record) (*S
 			return nil, nil, corrupt("prompt input: %v", err)
 		}
 	}
-	// A copy: the caller owns the snapshot's slice.
-	return snap, &known{msgs: slices.Clone(snap.State.Messages[:canonical]), chain: chain, root: root}, nil
+	return snap, &known{chain: chain, root: root}, nil
 }
 
 // turnError decodes a record's error: a TurnError from format 3, an abi.Error (its

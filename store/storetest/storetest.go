@@ -267,6 +267,15 @@ func testNoAliasing(t *testing.T, s store.Store) {
 	if got, _ := s.Head(t.Context(), "ns", "s1"); string(got.Data) != "record data" {
 		t.Fatalf("Head data = %q after the caller edited earlier reads", got.Data)
 	}
+
+	// The caller reuses its buffers after Settle.
+	outcome, ob := []byte("outcome data"), blob("k2", "outcome blob")
+	if err := s.Settle(t.Context(), "ns", "r1", outcome, []store.Blob{ob}); err != nil {
+		t.Fatal(err)
+	}
+	outcome[0], ob.Data[0] = 'X', 'X'
+	checkOutcome(t, s, "ns", "r1", "outcome data")
+	checkBlob(t, s, "ns", "k2", []byte("outcome blob"))
 }
 
 func testNotFound(t *testing.T, s store.Store) {
