@@ -134,6 +134,7 @@ func TestValidateWalks(t *testing.T) {
 		{`{"id":"a","customer":{"name":"A"},"items":[{"sku":"s","qty":1,"price":"1"}]}`, `/items/0/price: want number, got string`},
 		{`{"id":"a","customer":{"name":"A"},"items":[{"qty":1,"price":1}]}`, `/items/0: missing property "sku"`},
 		{`{"id":"a","customer":{"name":"A"},"items":[{},{},{},{}]}`, `/items: 4 items, want at most 3`},
+		{`{"id":"a","customer":{"name":"A"},"items":[{"sku":"s","qty":1,"price":1},{"sku":1,"qty":1,"price":1},{"sku":true,"qty":1,"price":1}]}`, `/items/1/sku: want string, got number`},
 		{`{` + base + `,"tags":["x","z"]}`, `/tags/1: z is not one of [x y]`},
 		{`{` + base + `,"tags":"x"}`, `/tags: want array, got string`},
 		{`{` + base + `,"level":"debug"}`, `/level: debug is not one of [info warn]`},
@@ -179,6 +180,15 @@ func TestValidateBoundsEveryMember(t *testing.T) {
 		if err := walked.validate([]byte(in)); fmt.Sprint(err) != want {
 			t.Errorf("validate(%.40s...) = %v, want %s", in, err, want)
 		}
+	}
+	// A schema as deep as the input: the walk follows it all the way down.
+	schema := map[string]any{"type": "number"}
+	for range maxDepth + 1 {
+		schema = map[string]any{"type": "array", "items": schema}
+	}
+	deepest := strings.Repeat("[", maxDepth+1) + "1" + strings.Repeat("]", maxDepth+1)
+	if err := validate(schema, []byte(deepest)); err != errTooDeep {
+		t.Errorf("validate(%.20s...) against a schema as deep = %v, want %v", deepest, err, errTooDeep)
 	}
 }
 
