@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -34,11 +35,16 @@ type compiledSchema struct {
 	// walkArray are set when an object's members, or an array's items, are checked.
 	free, walkObject, walkArray bool
 
-	props    map[string]*compiledSchema // "properties" that are schemas
+	props    []property     // "properties" that are schemas, by name
+	index    map[string]int // props' indices by name, for many properties
 	required []string
-	closed   bool            // additionalProperties: false
-	extra    *compiledSchema // additionalProperties as a schema, or nil
-	items    *compiledSchema
+	// reqMask has bit j set for required[j] (j < 64) that is one of props: those are
+	// noted as members are met, the others looked for among the members at the end.
+	reqMask uint64
+	reqRest bool            // some of required are not in reqMask
+	closed  bool            // additionalProperties: false
+	extra   *compiledSchema // additionalProperties as a schema, or nil
+	items   *compiledSchema
 
 	minItems, maxItems, minLength, maxLength   bound
 	minimum, maximum, exclMinimum, exclMaximum bound
@@ -46,6 +52,34 @@ type compiledSchema struct {
 	pattern  string
 	re       *regexp.Regexp
 	dateTime bool
+}
+
+// property is one of an object schema's properties.
+type property struct {
+	name   string
+	schema *compiledSchema
+	req    uint64 // the bits of reqMask that name this property
+}
+
+// maxLinearProps is how many properties an object schema may have for a member's to be
+// looked up by comparing its key with each: fewer map lookups, whose hashing costs more
+// than a few comparisons of short keys in a wasm guest.
+const maxLinearProps = 16
+
+// prop returns the property named key, or nil.
+func (c *compiledSchema) prop(key []byte) *property {
+	if c.index != nil {
+		if i, ok := c.index[string(key)]; ok {
+			return &c.props[i]
+		}
+		return nil
+	}
+	for i := range c.props {
+		if c.props[i].name == string(key) {
+			return &c.props[i]
+		}
+	}
+	return nil
 }
 
 // bound is a numeric keyword, if the schema has one.
@@ -62,15 +96,29 @@ func compileSchema(s map[string]any) *compiledSchema {
 	c := &compiledSchema{}
 	c.typ, c.hasType = s["type"]
 	c.enum, c.hasEnum = s["enum"].([]any)
+	c.required = stringsOf(s["required"])
 	if props, ok := s["properties"].(map[string]any); ok {
-		c.props = make(map[string]*compiledSchema, len(props))
-		for k, p := range props {
-			if ps, ok := p.(map[string]any); ok {
-				c.props[k] = compileSchema(ps)
+		c.props = []property{} // not nil: an object's members are walked
+		for _, k := range slices.Sorted(maps.Keys(props)) {
+			if ps, ok := props[k].(map[string]any); ok {
+				c.props = append(c.props, property{name: k, schema: compileSchema(ps)})
+			}
+		}
+		if len(c.props) > maxLinearProps {
+			c.index = make(map[string]int, len(c.props))
+			for i, p := range c.props {
+				c.index[p.name] = i
 			}
 		}
 	}
-	c.required = stringsOf(s["required"])
+	for j, r := range c.required {
+		if p := c.prop([]byte(r)); p != nil && j < 64 {
+			p.req |= 1 << j
+			c.reqMask |= 1 << j
+		} else {
+			c.reqRest = true
+		}
+	}
 	switch extra := s["additionalProperties"].(type) {
 	case bool:
 		c.closed = !extra
@@ -213,22 +261,23 @@ func (w *walker) object(c *compiledSchema, i, depth int) (int, *schemaError) {
 	b := w.b
 	var buf [16]member
 	ms := buf[:0]
+	var seen uint64 // reqMask's bits of the properties met
 	if i = skipSpace(b, i+1); b[i] != '}' {
 		for {
 			keyEnd := stringEnd(b, i+1)
 			key := b[i+1 : keyEnd-1]
-			if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			if !plainKey(key) {
 				s, _ := unquote(b[i:keyEnd])
 				key = []byte(s)
 			}
 			i = skipSpace(b, skipSpace(b, keyEnd)+1) // past the colon
 			var err *schemaError
-			ps, known := c.props[string(key)]
-			if !known {
-				ps = c.extra
-				if c.closed {
-					err, ps = mismatch("unknown property %q", key), nil
-				}
+			var ps *compiledSchema
+			if p := c.prop(key); p != nil {
+				ps = p.schema
+				seen |= p.req
+			} else if ps = c.extra; c.closed {
+				err, ps = mismatch("unknown property %q", key), nil
 			}
 			var verr *schemaError
 			if i, verr = w.value(ps, i, depth+1); w.deep {
@@ -245,12 +294,34 @@ func (w *walker) object(c *compiledSchema, i, depth int) (int, *schemaError) {
 			i = skipSpace(b, i+1) // past the comma
 		}
 	}
-	for _, r := range c.required {
-		if !slices.ContainsFunc(ms, func(m member) bool { return string(m.key) == r }) {
+	if seen != c.reqMask || c.reqRest {
+		for j, r := range c.required {
+			if j < 64 && c.reqMask&(1<<j) != 0 {
+				if seen&(1<<j) != 0 {
+					continue
+				}
+			} else if slices.ContainsFunc(ms, func(m member) bool { return string(m.key) == r }) {
+				continue
+			}
 			return i + 1, mismatch("missing property %q", r)
 		}
 	}
 	return i + 1, lastFailure(ms)
+}
+
+// plainKey reports whether the key k, as written between its quotes, is itself:
+// without escapes, and valid UTF-8. Keys are short and mostly ASCII, checked here a
+// byte at a time without calls, which in a wasm guest cost more than the loop.
+func plainKey(k []byte) bool {
+	for _, c := range k {
+		if c == '\\' {
+			return false
+		}
+		if c >= utf8.RuneSelf {
+			return bytes.IndexByte(k, '\\') < 0 && utf8.Valid(k)
+		}
+	}
+	return true
 }
 
 // lastFailure returns the failure of the first member in ms that failed and whose key
@@ -591,7 +662,7 @@ func kindName(c byte) string {
 // isInteger reports whether the valid JSON number n is whole, as JSON Schema's
 // "integer" means: it fits an int64, or it is a finite float64 without a fraction.
 func isInteger(n []byte) bool {
-	if len(n) <= 18 && bytes.IndexAny(n, ".eE") < 0 {
+	if len(n) <= 18 && !slices.ContainsFunc(n, func(c byte) bool { return c == '.' || c == 'e' || c == 'E' }) {
 		return true // up to 18 digits, or a minus and 17: an int64
 	}
 	s := unsafe.String(&n[0], len(n))

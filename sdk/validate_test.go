@@ -154,6 +154,49 @@ func TestValidateWalks(t *testing.T) {
 	}
 }
 
+// TestValidateRequired checks that every required property is looked for, the first
+// missing one named: those that are properties, noted as they are met (up to 64), and
+// the others, looked for among the members.
+func TestValidateRequired(t *testing.T) {
+	props := map[string]any{}
+	var required []any
+	for i := range 70 {
+		name := fmt.Sprintf("p%02d", i)
+		props[name] = map[string]any{"type": "integer"}
+		required = append(required, name)
+	}
+	required = append(required, "free") // not a property
+	c := compileSchema(map[string]any{"type": "object", "properties": props, "required": required})
+	all := func(skip string) string {
+		var b strings.Builder
+		b.WriteString(`{"free":null`)
+		for i := range 70 {
+			if name := fmt.Sprintf("p%02d", i); name != skip {
+				fmt.Fprintf(&b, `,%q:%d`, name, i)
+			}
+		}
+		return b.String() + "}"
+	}
+	for in, want := range map[string]string{
+		all(""):    "<nil>",
+		all("p00"): `the input: missing property "p00"`,
+		all("p63"): `the input: missing property "p63"`,
+		all("p64"): `the input: missing property "p64"`,
+		all("p69"): `the input: missing property "p69"`,
+		strings.Replace(all(""), `"free":null,`, "", 1): `the input: missing property "free"`,
+		`{"p01":1,"p00":"x"}`:                           `the input: missing property "p02"`,
+	} {
+		if err := c.validate([]byte(in)); fmt.Sprint(err) != want {
+			t.Errorf("validate(%.30s...) = %v, want %s", in, err, want)
+		}
+	}
+	// Without the one that is not a property, past the 64th is still looked for.
+	c = compileSchema(map[string]any{"type": "object", "properties": props, "required": required[:70]})
+	if err := c.validate([]byte(all("p69"))); fmt.Sprint(err) != `the input: missing property "p69"` {
+		t.Errorf("validate without p69 = %v, want missing property \"p69\"", err)
+	}
+}
+
 // TestValidateBoundsEveryMember checks that a value nested more than maxDepth deep is
 // refused wherever it is, also in a member the schema ignores or a repeated key's
 // first: decodeValid's decoder has no depth limit of its own.
@@ -209,6 +252,7 @@ func FuzzValidate(f *testing.F) {
 		compileSchema(schemaFor[validateIn]()), compileSchema(schemaFor[map[string]int]()), compileSchema(map[string]any{"type": "object"}),
 		compileSchema(schemaFor[walkIn]()), compileSchema(schemaFor[[]walkIn]()),
 		compileSchema(map[string]any{"type": []any{"integer", "null"}, "enum": []any{1, 2.5, nil, "x"}}),
+		compileSchema(map[string]any{"type": "object", "required": []any{"a", "b", "c"}, "properties": map[string]any{"b": map[string]any{"type": "string"}}}),
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		if !json.Valid([]byte(in)) {
@@ -288,8 +332,11 @@ func checkTree(c *compiledSchema, v any) []*schemaError {
 		}
 		var all []*schemaError
 		for k, e := range v {
-			ps, known := c.props[k]
-			if !known {
+			var ps *compiledSchema
+			p := c.prop([]byte(k))
+			if p != nil {
+				ps = p.schema
+			} else {
 				if c.closed {
 					all = append(all, mismatch("unknown property %q", k))
 					continue
