@@ -165,7 +165,8 @@ func compileSchema(s map[string]any) *compiledSchema {
 // guest each allocation costs about half a microsecond, and a tree of a structured input
 // (a map per object, a slice per array, a value and a string per member) was most of a
 // tool call's time (BENCHMARKS.md, "a Go guest decoding a structured input"). It
-// allocates only on a failure, for an escaped key, and for an enum's value.
+// allocates only on a failure, for an escaped key, an enum's value and an object of more
+// than 16 members.
 func (c *compiledSchema) validate(raw []byte) error {
 	if c == nil {
 		return nil
