@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/server"
@@ -144,5 +145,45 @@ func TestCancelEndsTheRunningTurn(t *testing.T) {
 	var out struct{ Chunks []any }
 	if resp := ts.do(t, "POST", "/api/agents/gate/sessions/"+id+"/turns", `{"text":"again"}`, &out); resp.StatusCode != 200 {
 		t.Errorf("a turn after the cancel: %d", resp.StatusCode)
+	}
+}
+
+// A cancelled turn answers once its flow has ended, so that the session's next turn
+// never runs beside it: a model that is slow to see its context (here, one that
+// ignores it until released) must not find the next turn's call running with its own.
+func TestCancelledTurnEndsBeforeTheNextRuns(t *testing.T) {
+	ts := newTestServer(t)
+	id := ts.newSession(t, "stubborn", nil)
+	release := func() { <-ts.gate.started; ts.gate.release <- struct{}{} }
+	go release()
+	if resp := ts.do(t, "POST", "/api/agents/stubborn/sessions/"+id+"/turns", `{"text":"first"}`, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first turn: %d", resp.StatusCode)
+	}
+	done := make(chan server.TurnResult, 1)
+	go func() {
+		var res server.TurnResult
+		ts.do(t, "POST", "/api/agents/stubborn/sessions/"+id+"/turns", `{"text":"long"}`, &res)
+		done <- res
+	}()
+	<-ts.gate.started
+	if resp := ts.do(t, "POST", "/api/agents/stubborn/sessions/"+id+"/cancel", nil, nil); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("cancel: %d", resp.StatusCode)
+	}
+	// The cancelled call ends a moment later, when released; its turn answers then.
+	time.AfterFunc(100*time.Millisecond, func() { ts.gate.release <- struct{}{} })
+	select {
+	case res := <-done:
+		if res.FinishReason != "aborted" {
+			t.Errorf("the cancelled turn: %+v", res)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the cancelled turn never answered")
+	}
+	go release()
+	if resp := ts.do(t, "POST", "/api/agents/stubborn/sessions/"+id+"/turns", `{"text":"again"}`, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a turn after the cancel: %d", resp.StatusCode)
+	}
+	if n := ts.gate.overlaps.Load(); n != 0 {
+		t.Errorf("the next turn's model call ran beside the cancelled turn's %d time(s)", n)
 	}
 }

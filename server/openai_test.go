@@ -153,7 +153,7 @@ func TestOpenAIChatCompletions(t *testing.T) {
 		Data []struct{ ID string } `json:"data"`
 	}
 	ts.do(t, "GET", "/v1/models", nil, &models)
-	if len(models.Data) != 4 || models.Data[0].ID != "client" {
+	if len(models.Data) != len(testAgents) || models.Data[0].ID != "client" {
 		t.Errorf("models %+v", models)
 	}
 	var model struct{ ID, Object string }

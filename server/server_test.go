@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,16 +32,20 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 type gate struct {
 	started chan struct{}
 	release chan struct{}
+	// inFlight counts test/stubborn's running calls, overlaps the calls that found
+	// another running.
+	inFlight, overlaps atomic.Int32
 }
 
 // testAgents are agents over native models: echo (kept in Badger, with askUser),
 // gate (a model that waits to be released), client (its clients keep the state) and
 // flights, a routed agent (kept in Badger; see routed_test.go).
 var testAgents = map[string]string{
-	"echo.yaml":    "name: echo\ndescription: Echoes.\nmodel: {name: test/echo}\ntools: [askUser, upper, note]\n",
-	"gate.yaml":    "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
-	"client.yaml":  "name: client\nmodel: {name: test/echo}\nsnapshots: {store: none}\n",
-	"flights.yaml": flightsAgent,
+	"echo.yaml":     "name: echo\ndescription: Echoes.\nmodel: {name: test/echo}\ntools: [askUser, upper, note]\n",
+	"gate.yaml":     "name: gate\nmodel: {name: test/gate}\nsnapshots: {store: memory}\n",
+	"stubborn.yaml": "name: stubborn\nmodel: {name: test/stubborn}\nsnapshots: {store: memory}\n",
+	"client.yaml":   "name: client\nmodel: {name: test/echo}\nsnapshots: {store: none}\n",
+	"flights.yaml":  flightsAgent,
 }
 
 // testRegistry defines the test models and tools: test/echo streams "echo: <text>" word
@@ -122,6 +127,16 @@ func testRegistry(g *gate) *agent.Registry {
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
+			return &abi.GenerateResponse{Message: abi.NewModelTextMessage("released"), FinishReason: abi.FinishStop}, nil
+		})
+		// test/stubborn is the gate, ignoring its context: it ends only when released.
+		agent.DefineModel(r, "test/stubborn", nil, func(ctx context.Context, req *abi.GenerateRequest, cb agent.ModelStreamCallback) (*abi.GenerateResponse, error) {
+			if g.inFlight.Add(1) > 1 {
+				g.overlaps.Add(1)
+			}
+			defer g.inFlight.Add(-1)
+			g.started <- struct{}{}
+			<-g.release
 			return &abi.GenerateResponse{Message: abi.NewModelTextMessage("released"), FinishReason: abi.FinishStop}, nil
 		})
 	}

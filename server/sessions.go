@@ -464,6 +464,11 @@ func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*ses
 		select {
 		case <-l.conn.Done():
 		case <-l.ctx.Done():
+			// Cancelled or halted: the flow function may still be winding down (its
+			// context follows the connection's from a goroutine, and a model may be
+			// slow to see it). The session reopens from its last snapshot only once it
+			// has, so that two flows of one session never run at once.
+			s.awaitEnd(l)
 		default:
 			return
 		}
@@ -490,6 +495,22 @@ func (s *sessions) runTurn(l *live, in *session.SessionFlowInput, emit func(*ses
 	}
 	ended()
 	return out, refused
+}
+
+// flowEndTimeout bounds how long a cancelled turn waits for its flow function to end
+// before the session may be reopened: a model that ignores its context cannot hold the
+// session (or the cancelled turn's answer) longer.
+const flowEndTimeout = 5 * time.Second
+
+// awaitEnd waits, at most flowEndTimeout, for the connection's flow function to end.
+func (s *sessions) awaitEnd(l *live) {
+	t := time.NewTimer(flowEndTimeout)
+	defer t.Stop()
+	select {
+	case <-l.conn.Done():
+	case <-t.C:
+		s.log.WarnContext(s.base, "a cancelled turn's flow is still running; the session reopens without it", "session", l.id, "after", flowEndTimeout)
+	}
 }
 
 // cancelTurn ends the session's running turn, and with it the session's connection:
