@@ -99,7 +99,7 @@ func BenchmarkRoutedTurn(b *testing.B) {
 		name   string
 		routes int
 		stream bool
-	}{{"routes=1", 1, false}, {"routes=2", 2, false}, {"routes=2/stream", 2, true}} {
+	}{{"routes=1", 1, false}, {"routes=2", 2, false}, {"routes=2,stream", 2, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			a, calls := setup(tc.routes)
 			in := routes.RespondInput{History: history, Session: state}
