@@ -168,22 +168,36 @@ func (m *Message) AppendJSON(b []byte) ([]byte, error) {
 	} else {
 		b = AppendJSONString(b, string(m.Role))
 	}
-	b = append(b, `,"content":[`...)
-	for i, p := range m.Content {
+	b = append(b, `,"content":`...)
+	b, err := AppendJSONArray(b, m.Content)
+	if err != nil {
+		return nil, err
+	}
+	return closeWithMetadata(b, m.Metadata)
+}
+
+// AppendJSONArray appends vs as a JSON array, each element as its AppendJSON writes it
+// and a nil one as null (a nil or empty vs as []): for the encoders that write
+// messages and parts by hand.
+func AppendJSONArray[T any, E interface {
+	*T
+	AppendJSON([]byte) ([]byte, error)
+}](b []byte, vs []E) ([]byte, error) {
+	b = append(b, '[')
+	for i, v := range vs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if p == nil {
+		if v == nil {
 			b = append(b, "null"...)
 			continue
 		}
 		var err error
-		if b, err = p.AppendJSON(b); err != nil {
+		if b, err = v.AppendJSON(b); err != nil {
 			return nil, err
 		}
 	}
-	b = append(b, ']')
-	return closeWithMetadata(b, m.Metadata)
+	return append(b, ']'), nil
 }
 
 // AppendJSONString appends s as a JSON string, escaped as encoding/json escapes it

@@ -60,9 +60,11 @@ func Plugin(info Info) { std.setInfo(info) }
 // pattern, minLength, maxLength and the numeric bounds apply to its items. A
 // `jsonschema_description` tag sets the description verbatim. Unknown keys are ignored.
 //
-// The host validates the input against the input schema before the call; the SDK then
-// decodes it into In as encoding/json does (a type mismatch is reported as
-// invalid_input).
+// The host validates the input against the input schema before the call; the SDK checks
+// it again, then decodes it into In as encoding/json does (a type mismatch is reported as
+// invalid_input). The strings decoded into In share one copy of the input, made for the
+// call: a tool that keeps a short string of a large input past its call (in a cache, a
+// global) keeps the whole input alive, unless it keeps strings.Clone of it.
 // An In of json.RawMessage gets the input as the host sent it, neither checked against a
 // schema nor decoded: in a wasm guest, where checking and decoding a MiB take a few
 // milliseconds, the cheapest way to take a large input the tool only passes on or

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -23,16 +25,26 @@ import (
 // date-time. A keyword of another type than the one it takes is ignored, as are
 // unknown keywords and a pattern that does not compile.
 type compiledSchema struct {
-	typ     any // "type" as written: a string, a list of them, or nil for any type
+	typ     any   // "type" as written, for messages
+	kinds   kinds // the kinds typ allows
 	hasType bool
 	enum    []any
 	hasEnum bool
 
-	props    map[string]*compiledSchema // "properties" that are schemas
+	// free is set when c allows every value: nothing in one is checked. walkObject and
+	// walkArray are set when an object's members, or an array's items, are checked.
+	free, walkObject, walkArray bool
+
+	props    []property     // "properties" that are schemas, by name
+	index    map[string]int // props' indices by name, for many properties
 	required []string
-	closed   bool            // additionalProperties: false
-	extra    *compiledSchema // additionalProperties as a schema, or nil
-	items    *compiledSchema
+	// reqMask has bit j set for required[j] (j < 64) that is one of props: those are
+	// noted as members are met, the others looked for among the members at the end.
+	reqMask uint64
+	reqRest bool            // some of required are not in reqMask
+	closed  bool            // additionalProperties: false
+	extra   *compiledSchema // additionalProperties as a schema, or nil
+	items   *compiledSchema
 
 	minItems, maxItems, minLength, maxLength   bound
 	minimum, maximum, exclMinimum, exclMaximum bound
@@ -40,6 +52,34 @@ type compiledSchema struct {
 	pattern  string
 	re       *regexp.Regexp
 	dateTime bool
+}
+
+// property is one of an object schema's properties.
+type property struct {
+	name   string
+	schema *compiledSchema
+	req    uint64 // the bits of reqMask that name this property
+}
+
+// maxLinearProps is how many properties an object schema may have for a member's to be
+// looked up by comparing its key with each: fewer map lookups, whose hashing costs more
+// than a few comparisons of short keys in a wasm guest.
+const maxLinearProps = 16
+
+// prop returns the property named key, or nil.
+func (c *compiledSchema) prop(key []byte) *property {
+	if c.index != nil {
+		if i, ok := c.index[string(key)]; ok {
+			return &c.props[i]
+		}
+		return nil
+	}
+	for i := range c.props {
+		if c.props[i].name == string(key) {
+			return &c.props[i]
+		}
+	}
+	return nil
 }
 
 // bound is a numeric keyword, if the schema has one.
@@ -56,15 +96,29 @@ func compileSchema(s map[string]any) *compiledSchema {
 	c := &compiledSchema{}
 	c.typ, c.hasType = s["type"]
 	c.enum, c.hasEnum = s["enum"].([]any)
+	c.required = stringsOf(s["required"])
 	if props, ok := s["properties"].(map[string]any); ok {
-		c.props = make(map[string]*compiledSchema, len(props))
-		for k, p := range props {
-			if ps, ok := p.(map[string]any); ok {
-				c.props[k] = compileSchema(ps)
+		c.props = []property{} // not nil: an object's members are walked
+		for _, k := range slices.Sorted(maps.Keys(props)) {
+			if ps, ok := props[k].(map[string]any); ok {
+				c.props = append(c.props, property{name: k, schema: compileSchema(ps)})
+			}
+		}
+		if len(c.props) > maxLinearProps {
+			c.index = make(map[string]int, len(c.props))
+			for i, p := range c.props {
+				c.index[p.name] = i
 			}
 		}
 	}
-	c.required = stringsOf(s["required"])
+	for j, r := range c.required {
+		if p := c.prop([]byte(r)); p != nil && j < 64 {
+			p.req |= 1 << j
+			c.reqMask |= 1 << j
+		} else {
+			c.reqRest = true
+		}
+	}
 	switch extra := s["additionalProperties"].(type) {
 	case bool:
 		c.closed = !extra
@@ -89,6 +143,15 @@ func compileSchema(s map[string]any) *compiledSchema {
 		}
 	}
 	c.dateTime = s["format"] == "date-time"
+	c.kinds = allKinds
+	if c.hasType {
+		c.kinds = kindsOf(c.typ)
+	}
+	c.walkObject = c.props != nil || len(c.required) > 0 || c.closed || c.extra != nil
+	c.walkArray = c.items != nil || c.minItems.ok || c.maxItems.ok
+	c.free = c.kinds == allKinds && !c.hasEnum && !c.walkObject && !c.walkArray &&
+		!c.minLength.ok && !c.maxLength.ok && c.re == nil && !c.dateTime &&
+		!c.minimum.ok && !c.maximum.ok && !c.exclMinimum.ok && !c.exclMaximum.ok
 	return c
 }
 
@@ -97,153 +160,341 @@ func compileSchema(s map[string]any) *compiledSchema {
 // The error names the first failing location. raw must be valid JSON: a tool's input
 // is part of its call's, which callTool checked, and another validity pass would cost
 // a tool with a schema a millisecond or more per MiB in a wasm guest.
+//
+// It checks raw in one pass over its bytes, without decoding it into a tree: in a wasm
+// guest each allocation costs about half a microsecond, and a tree of a structured input
+// (a map per object, a slice per array, a value and a string per member) was most of a
+// tool call's time (BENCHMARKS.md, "a Go guest decoding a structured input"). It
+// allocates only on a failure, for an escaped key, an enum's value and an object of more
+// than 16 members.
 func (c *compiledSchema) validate(raw []byte) error {
 	if c == nil {
 		return nil
 	}
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if raw[0] == '{' && !c.hasEnum {
-		if done, err := c.checkMembers(raw); done {
-			if err != nil {
-				return err
-			}
-			return nil // not checkMembers' nil *schemaError, which as an error is not nil
-		}
+	w := walker{b: raw}
+	_, err := w.value(c, skipSpace(raw, 0), 0)
+	if w.deep {
+		return errTooDeep
 	}
-	v, err := inputTree(raw)
 	if err != nil {
 		return err
 	}
-	if err := c.check(v); err != nil {
-		return err
-	}
-	return nil // not check's nil *schemaError, which as an error is not nil
+	return nil // not value's nil *schemaError, which as an error is not nil
 }
 
-// member is a top-level member of an input: its key without quotes (unescaped) and its
-// value as written.
+// walker checks a valid JSON value, b, against a compiled schema as encoding/json
+// would decode it into an any (of a repeated key the last counts), walking its bytes.
+type walker struct {
+	b []byte
+	// deep is set when a value is nested more than maxDepth deep: every value is
+	// walked, also where its schema allows anything, so that decodeValid, whose decoder
+	// has no depth limit, never sees one.
+	deep bool
+}
+
+// member is an object's member as object records it: its key (unescaped) and its
+// value's failure.
 type member struct {
-	key, value []byte
+	key []byte
+	err *schemaError
 }
 
-// maxMembers is how many members checkMembers takes; it finds a repeated key by
-// comparing each key with the later ones.
-const maxMembers = 32
+// errTooDeep is the failure of an input nested more than maxDepth deep.
+var errTooDeep = fmt.Errorf("nested more than %d deep", maxDepth)
 
-// checkMembers checks the valid JSON object raw against c as check would check its
-// tree, member by member, without the tree: in a wasm guest each of its allocations
-// (the map, every member's value, a copy of every string) costs about a microsecond,
-// and a string whose schema has only a type is not even copied. It declines (done false)
-// an object of more than maxMembers members, and one with an object or array it would
-// not walk (an ignored member's, or one nested too deeply), so that inputTree bounds
-// every value's nesting, which decodeValid relies on.
-func (c *compiledSchema) checkMembers(raw []byte) (done bool, err *schemaError) {
-	var buf [8]member
+// value checks the value at b[i], nested depth deep (the input's top is 0), against
+// c (nil: any value) and returns the index after it.
+func (w *walker) value(c *compiledSchema, i, depth int) (int, *schemaError) {
+	b := w.b
+	if c == nil || c.free {
+		return w.skip(i, depth), nil
+	}
+	if depth > maxDepth {
+		w.deep = true
+		return len(b), nil
+	}
+	if !c.allows(b[i:]) {
+		return w.skip(i, depth), mismatch("want %v, got %s", c.typ, kindName(b[i]))
+	}
+	if c.hasEnum {
+		end := w.skip(i, depth)
+		if w.deep {
+			return end, nil
+		}
+		v, err := treeOf(gjson.ParseBytes(b[i:end]), depth)
+		if err != nil {
+			w.deep = true // not reached: skip bounds the nesting as treeOf does
+			return end, nil
+		}
+		if !slices.ContainsFunc(c.enum, func(e any) bool { return sameJSON(e, v) }) {
+			return end, mismatch("%v is not one of %v", v, c.enum)
+		}
+	}
+	switch b[i] {
+	case '{':
+		if !c.walkObject {
+			return w.skip(i, depth), nil
+		}
+		return w.object(c, i, depth)
+	case '[':
+		if !c.walkArray {
+			return w.skip(i, depth), nil
+		}
+		return w.array(c, i, depth)
+	case '"':
+		end := stringEnd(b, i+1)
+		return end, c.checkString(b[i:end])
+	case 't', 'n':
+		return i + 4, nil
+	case 'f':
+		return i + 5, nil
+	}
+	end := numberEnd(b, i)
+	return end, c.checkNumber(b[i:end])
+}
+
+// object checks the object at b[i] against c: its required properties, then its
+// members, the first failing one in order. Of a repeated key the last counts. It
+// records its members in its own frame (a slice kept in the walker, appended to through
+// a pointer, would be on the heap): it recurses only as deep as c's own nesting, as a
+// value no schema reaches into is skipped.
+func (w *walker) object(c *compiledSchema, i, depth int) (int, *schemaError) {
+	b := w.b
+	var buf [16]member
 	ms := buf[:0]
-	scanJSON(raw, func(key, value []byte) {
-		if len(ms) > maxMembers {
-			return
-		}
-		k := key[1 : len(key)-1]
-		if bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) {
-			s, _ := unquote(key)
-			k = []byte(s)
-		}
-		ms = append(ms, member{k, value})
-	})
-	if len(ms) > maxMembers {
-		return false, nil
-	}
-	if c.hasType && !typeMatches(c.typ, map[string]any(nil)) {
-		return true, mismatch("want %v, got object", c.typ)
-	}
-	for _, r := range c.required {
-		if !slices.ContainsFunc(ms, func(m member) bool { return string(m.key) == r }) {
-			return true, mismatch("missing property %q", r)
-		}
-	}
-	for i, m := range ms {
-		ps, known := c.props[string(m.key)]
-		if !known && c.closed {
-			return true, mismatch("unknown property %q", m.key)
-		}
-		if !known {
-			ps = c.extra
-		}
-		// The last of a repeated key counts, as in encoding/json.
-		if ps == nil || slices.ContainsFunc(ms[i+1:], func(later member) bool { return bytes.Equal(later.key, m.key) }) {
-			if m.value[0] == '{' || m.value[0] == '[' {
-				return false, nil
+	var seen uint64 // reqMask's bits of the properties met
+	if i = skipSpace(b, i+1); b[i] != '}' {
+		for {
+			keyEnd := stringEnd(b, i+1)
+			key := b[i+1 : keyEnd-1]
+			if !plainKey(key) {
+				s, _ := unquote(b[i:keyEnd])
+				key = []byte(s)
 			}
+			i = skipSpace(b, skipSpace(b, keyEnd)+1) // past the colon
+			var err *schemaError
+			var ps *compiledSchema
+			if p := c.prop(key); p != nil {
+				ps = p.schema
+				seen |= p.req
+			} else if ps = c.extra; c.closed {
+				err, ps = mismatch("unknown property %q", key), nil
+			}
+			var verr *schemaError
+			if i, verr = w.value(ps, i, depth+1); w.deep {
+				return i, nil
+			}
+			if err == nil && verr != nil {
+				verr.at = "/" + string(key) + verr.at
+				err = verr
+			}
+			ms = append(ms, member{key, err})
+			if i = skipSpace(b, i); b[i] == '}' {
+				break
+			}
+			i = skipSpace(b, i+1) // past the comma
+		}
+	}
+	if seen != c.reqMask || c.reqRest {
+		for j, r := range c.required {
+			if j < 64 && c.reqMask&(1<<j) != 0 {
+				if seen&(1<<j) != 0 {
+					continue
+				}
+			} else if slices.ContainsFunc(ms, func(m member) bool { return string(m.key) == r }) {
+				continue
+			}
+			return i + 1, mismatch("missing property %q", r)
+		}
+	}
+	return i + 1, lastFailure(ms)
+}
+
+// plainKey reports whether the key k, as written between its quotes, is itself:
+// without escapes, and valid UTF-8. Keys are short and mostly ASCII, checked here a
+// byte at a time without calls, which in a wasm guest cost more than the loop.
+func plainKey(k []byte) bool {
+	for _, c := range k {
+		if c == '\\' {
+			return false
+		}
+		if c >= utf8.RuneSelf {
+			return bytes.IndexByte(k, '\\') < 0 && utf8.Valid(k)
+		}
+	}
+	return true
+}
+
+// lastFailure returns the failure of the first member in ms that failed and whose key
+// comes not again: of a repeated key the last counts.
+func lastFailure(ms []member) *schemaError {
+	var last map[string]int // for a large object, where comparing each key with the later ones is dear
+	for j, m := range ms {
+		if m.err == nil {
 			continue
 		}
-		done, err := ps.checkValue(m.value)
-		if !done {
-			return false, nil
+		var again bool
+		if len(ms) <= maxMembers {
+			again = slices.ContainsFunc(ms[j+1:], func(later member) bool { return bytes.Equal(later.key, m.key) })
+		} else {
+			if last == nil {
+				last = make(map[string]int, len(ms))
+				for k, m := range ms {
+					last[string(m.key)] = k
+				}
+			}
+			again = last[string(m.key)] != j
 		}
-		if err != nil {
-			err.at = "/" + string(m.key) + err.at
-			return true, err
+		if !again {
+			return m.err
 		}
 	}
-	return true, nil
+	return nil
 }
 
-// checkValue checks the valid JSON value v, a top-level member's, against c, or
-// declines (done false) a value nested too deeply. A string is decoded only for a keyword
-// that reads it.
-func (c *compiledSchema) checkValue(v []byte) (done bool, err *schemaError) {
-	if v[0] == '"' && !c.hasEnum && !c.minLength.ok && !c.maxLength.ok && c.re == nil && !c.dateTime {
-		if c.hasType && !typeMatches(c.typ, "") {
-			return true, mismatch("want %v, got string", c.typ)
+// maxMembers is how many members an object may have for lastFailure to look for a
+// failed member's key among the later ones, rather than in a map.
+const maxMembers = 32
+
+// array checks the array at b[i] against c: its length, then its items, the first
+// failing one.
+func (w *walker) array(c *compiledSchema, i, depth int) (int, *schemaError) {
+	b := w.b
+	var failed *schemaError
+	n := 0
+	if i = skipSpace(b, i+1); b[i] != ']' {
+		for {
+			items := c.items
+			if failed != nil {
+				items = nil // the rest is only walked
+			}
+			var err *schemaError
+			if i, err = w.value(items, i, depth+1); w.deep {
+				return i, nil
+			}
+			if err != nil {
+				err.at = "/" + strconv.Itoa(n) + err.at
+				failed = err
+			}
+			n++
+			if i = skipSpace(b, i); b[i] == ']' {
+				break
+			}
+			i = skipSpace(b, i+1) // past the comma
 		}
-		return true, nil
 	}
-	e, deep := memberTree(v)
-	if deep != nil {
-		return false, nil
+	if c.minItems.ok && float64(n) < c.minItems.n {
+		return i + 1, mismatch("%d items, want at least %v", n, c.minItems.n)
 	}
-	return true, c.check(e)
+	if c.maxItems.ok && float64(n) > c.maxItems.n {
+		return i + 1, mismatch("%d items, want at most %v", n, c.maxItems.n)
+	}
+	return i + 1, failed
 }
 
-// inputTree returns the valid JSON value raw as treeOf does. The members of a top-level
-// object, which a tool's input usually is, are found by scanJSON, which passes over a
-// string eight bytes at a time where gjson goes a byte at a time: in a wasm guest, 4 µs
-// for a KiB of text, about as much as decoding the tool's input. Deeper values are
-// treeOf's.
-func inputTree(raw []byte) (any, error) {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if raw[0] != '{' {
-		return treeOf(gjson.ParseBytes(raw), 0)
+// skip returns the index after the valid JSON value at b[i], nested depth deep,
+// setting w.deep if a value in it is nested more than maxDepth deep. It keeps no stack:
+// a value's nesting is the number of containers open around it.
+func (w *walker) skip(i, depth int) int {
+	b := w.b
+	if depth > maxDepth {
+		w.deep = true
+		return len(b)
 	}
-	m := map[string]any{}
-	var err error
-	scanJSON(raw, func(key, value []byte) {
-		if err != nil {
-			return
-		}
-		k, _ := unquote(key)
-		m[k], err = memberTree(value)
-	})
-	return m, err
-}
-
-// memberTree returns the valid JSON value v, a top-level member's, as treeOf does.
-func memberTree(v []byte) (any, error) {
-	switch v[0] {
+	switch b[i] {
 	case '"':
-		s, _ := unquote(v)
-		return s, nil
-	case '{', '[':
-		return treeOf(gjson.ParseBytes(v), 1)
-	case 't':
-		return true, nil
+		return stringEnd(b, i+1)
+	case 't', 'n':
+		return i + 4
 	case 'f':
-		return false, nil
-	case 'n':
-		return nil, nil
+		return i + 5
+	case '{', '[':
+	default:
+		return numberEnd(b, i)
 	}
-	return json.Number(v), nil
+	open := 0
+	for {
+		switch b[i] {
+		case '{', '[':
+			open++
+			// A container with something in it holds a value one deeper.
+			if i = skipSpace(b, i+1); b[i] != '}' && b[i] != ']' && depth+open > maxDepth {
+				w.deep = true
+				return len(b)
+			}
+			continue
+		case '}', ']':
+			open--
+			i++
+		case '"':
+			i = stringEnd(b, i+1)
+		default: // numbers, literals, commas, colons and spaces
+			i++
+		}
+		if open == 0 {
+			return i
+		}
+	}
+}
+
+// checkString checks the valid JSON string v, as written, against c's keywords for
+// strings. It is decoded only for a keyword that reads it.
+func (c *compiledSchema) checkString(v []byte) *schemaError {
+	if !c.minLength.ok && !c.maxLength.ok && c.re == nil && !c.dateTime {
+		return nil
+	}
+	s := stringOf(v)
+	if c.minLength.ok || c.maxLength.ok {
+		// Counted only for a bound: in a wasm guest, 2 µs a KiB.
+		n := float64(utf8.RuneCountInString(s))
+		if c.minLength.ok && n < c.minLength.n {
+			return mismatch("%v characters, want at least %v", n, c.minLength.n)
+		}
+		if c.maxLength.ok && n > c.maxLength.n {
+			return mismatch("%v characters, want at most %v", n, c.maxLength.n)
+		}
+	}
+	if c.re != nil && !c.re.MatchString(s) {
+		return mismatch("%q does not match %s", s, c.pattern)
+	}
+	if c.dateTime {
+		if _, err := time.Parse(time.RFC3339, s); err != nil {
+			return mismatch("%q is not a date-time", s)
+		}
+	}
+	return nil
+}
+
+// stringOf returns the valid JSON string v as encoding/json decodes it. One without
+// escapes that is valid UTF-8 is not copied: the result shares v's bytes and must not
+// outlive the check.
+func stringOf(v []byte) string {
+	if s := v[1 : len(v)-1]; len(s) > 0 && bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
+		return unsafe.String(&s[0], len(s))
+	}
+	s, _ := unquote(v)
+	return s
+}
+
+// checkNumber checks the valid JSON number v against c's bounds.
+func (c *compiledSchema) checkNumber(v []byte) *schemaError {
+	if !c.minimum.ok && !c.maximum.ok && !c.exclMinimum.ok && !c.exclMaximum.ok {
+		return nil
+	}
+	f, _ := strconv.ParseFloat(unsafe.String(&v[0], len(v)), 64) // out of range: ±Inf, as before
+	if m := c.minimum; m.ok && f < m.n {
+		return mismatch("%s is below the minimum %v", v, m.n)
+	}
+	if m := c.maximum; m.ok && f > m.n {
+		return mismatch("%s is above the maximum %v", v, m.n)
+	}
+	if m := c.exclMinimum; m.ok && f <= m.n {
+		return mismatch("%s is not above %v", v, m.n)
+	}
+	if m := c.exclMaximum; m.ok && f >= m.n {
+		return mismatch("%s is not below %v", v, m.n)
+	}
+	return nil
 }
 
 // maxDepth is how deeply treeOf nests, encoding/json's own limit.
@@ -254,7 +505,7 @@ const maxDepth = 10000
 // encoding/json's scanner, which in a wasm guest costs far more than gjson's.
 func treeOf(r gjson.Result, depth int) (any, error) {
 	if depth > maxDepth {
-		return nil, fmt.Errorf("nested more than %d deep", maxDepth)
+		return nil, errTooDeep
 	}
 	switch r.Type {
 	case gjson.Null:
@@ -300,90 +551,6 @@ func validUTF8(s string) string {
 	return b.String()
 }
 
-// check checks the value v against c. The failure's location is put together only on
-// a failure, on the way back up: a string built for every value checked, as a path
-// would be, is an allocation each, about half a microsecond in a wasm guest.
-func (c *compiledSchema) check(v any) *schemaError {
-	if c.hasType && !typeMatches(c.typ, v) {
-		return mismatch("want %v, got %s", c.typ, jsonType(v))
-	}
-	if c.hasEnum && !slices.ContainsFunc(c.enum, func(e any) bool { return sameJSON(e, v) }) {
-		return mismatch("%v is not one of %v", v, c.enum)
-	}
-	switch v := v.(type) {
-	case map[string]any:
-		for _, r := range c.required {
-			if _, ok := v[r]; !ok {
-				return mismatch("missing property %q", r)
-			}
-		}
-		for k, e := range v {
-			ps, known := c.props[k]
-			if !known {
-				if c.closed {
-					return mismatch("unknown property %q", k)
-				}
-				if ps = c.extra; ps == nil {
-					continue
-				}
-			}
-			if err := ps.check(e); err != nil {
-				err.at = "/" + k + err.at
-				return err
-			}
-		}
-	case []any:
-		if c.minItems.ok && float64(len(v)) < c.minItems.n {
-			return mismatch("%d items, want at least %v", len(v), c.minItems.n)
-		}
-		if c.maxItems.ok && float64(len(v)) > c.maxItems.n {
-			return mismatch("%d items, want at most %v", len(v), c.maxItems.n)
-		}
-		if c.items != nil {
-			for i, e := range v {
-				if err := c.items.check(e); err != nil {
-					err.at = "/" + strconv.Itoa(i) + err.at
-					return err
-				}
-			}
-		}
-	case string:
-		if c.minLength.ok || c.maxLength.ok {
-			// Counted only for a bound: in a wasm guest, 2 µs a KiB.
-			n := float64(utf8.RuneCountInString(v))
-			if c.minLength.ok && n < c.minLength.n {
-				return mismatch("%v characters, want at least %v", n, c.minLength.n)
-			}
-			if c.maxLength.ok && n > c.maxLength.n {
-				return mismatch("%v characters, want at most %v", n, c.maxLength.n)
-			}
-		}
-		if c.re != nil && !c.re.MatchString(v) {
-			return mismatch("%q does not match %s", v, c.pattern)
-		}
-		if c.dateTime {
-			if _, err := time.Parse(time.RFC3339, v); err != nil {
-				return mismatch("%q is not a date-time", v)
-			}
-		}
-	case json.Number:
-		f, _ := v.Float64()
-		if m := c.minimum; m.ok && f < m.n {
-			return mismatch("%v is below the minimum %v", v, m.n)
-		}
-		if m := c.maximum; m.ok && f > m.n {
-			return mismatch("%v is above the maximum %v", v, m.n)
-		}
-		if m := c.exclMinimum; m.ok && f <= m.n {
-			return mismatch("%v is not above %v", v, m.n)
-		}
-		if m := c.exclMaximum; m.ok && f >= m.n {
-			return mismatch("%v is not below %v", v, m.n)
-		}
-	}
-	return nil
-}
-
 // schemaError is a value's failure to match its schema.
 type schemaError struct {
 	at  string // where the value is, a JSON pointer: "" is the whole input
@@ -402,65 +569,109 @@ func (e *schemaError) Error() string {
 	return e.at + ": " + e.msg
 }
 
-func typeMatches(t any, v any) bool {
+// kinds is a set of JSON kinds, what a schema's "type" allows.
+type kinds uint8
+
+const (
+	kindObject kinds = 1 << iota
+	kindArray
+	kindString
+	kindBoolean
+	kindNull
+	kindNumber
+	kindInteger // a number whose value is whole
+	allKinds    = 1<<iota - 1
+)
+
+// kindsOf returns the kinds the "type" keyword t allows. A list allows what its names
+// do; an unknown name, or a keyword neither a name nor a list, allows every kind.
+func kindsOf(t any) kinds {
 	switch t := t.(type) {
 	case string:
-		return typeIs(t, v)
+		return kindNamed(t)
 	case []any:
-		return slices.ContainsFunc(t, func(e any) bool { s, _ := e.(string); return typeIs(s, v) })
+		var k kinds
+		for _, e := range t {
+			s, _ := e.(string)
+			k |= kindNamed(s)
+		}
+		return k
 	}
-	return true
+	return allKinds
 }
 
-func typeIs(t string, v any) bool {
+func kindNamed(t string) kinds {
 	switch t {
 	case "object":
-		_, ok := v.(map[string]any)
-		return ok
+		return kindObject
 	case "array":
-		_, ok := v.([]any)
-		return ok
+		return kindArray
 	case "string":
-		_, ok := v.(string)
-		return ok
+		return kindString
 	case "boolean":
-		_, ok := v.(bool)
-		return ok
+		return kindBoolean
 	case "null":
-		return v == nil
+		return kindNull
 	case "number":
-		_, ok := v.(json.Number)
-		return ok
+		return kindNumber
 	case "integer":
-		n, ok := v.(json.Number)
-		if !ok {
-			return false
-		}
-		if _, err := n.Int64(); err == nil {
-			return true
-		}
-		f, err := n.Float64()
-		return err == nil && f == math.Trunc(f)
+		return kindInteger
 	}
-	return true
+	return allKinds
 }
 
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case map[string]any:
-		return "object"
-	case []any:
-		return "array"
-	case string:
-		return "string"
-	case bool:
-		return "boolean"
-	case json.Number:
-		return "number"
+// allows reports whether c's type allows the valid JSON value at the start of v.
+func (c *compiledSchema) allows(v []byte) bool {
+	k := kindOf(v[0])
+	return c.kinds&k != 0 || k == kindNumber && c.kinds&kindInteger != 0 && isInteger(v[:numberEnd(v, 0)])
+}
+
+// kindOf returns the kind of the valid JSON value that starts with the byte c.
+func kindOf(c byte) kinds {
+	switch c {
+	case '{':
+		return kindObject
+	case '[':
+		return kindArray
+	case '"':
+		return kindString
+	case 't', 'f':
+		return kindBoolean
+	case 'n':
+		return kindNull
 	}
-	return fmt.Sprintf("%T", v)
+	return kindNumber
+}
+
+// kindName names the kind of the valid JSON value that starts with the byte c.
+func kindName(c byte) string {
+	switch kindOf(c) {
+	case kindObject:
+		return "object"
+	case kindArray:
+		return "array"
+	case kindString:
+		return "string"
+	case kindBoolean:
+		return "boolean"
+	case kindNull:
+		return "null"
+	}
+	return "number"
+}
+
+// isInteger reports whether the valid JSON number n is whole, as JSON Schema's
+// "integer" means: it fits an int64, or it is a finite float64 without a fraction.
+func isInteger(n []byte) bool {
+	if len(n) <= 18 && !slices.ContainsFunc(n, func(c byte) bool { return c == '.' || c == 'e' || c == 'E' }) {
+		return true // up to 18 digits, or a minus and 17: an int64
+	}
+	s := unsafe.String(&n[0], len(n))
+	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return true
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return err == nil && f == math.Trunc(f)
 }
 
 func num(v any) (float64, bool) {

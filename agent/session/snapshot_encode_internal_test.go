@@ -35,8 +35,15 @@ func TestSegmentEncodingIsEncodingJSONs(t *testing.T) {
 
 func checkSegmentEncoding(t *testing.T, seg segment) {
 	t.Helper()
-	want, werr := json.Marshal(seg)
-	got, gerr := seg.appendJSON(nil)
+	checkEncoding(t, seg, seg.appendJSON)
+}
+
+// checkEncoding checks that appendJSON writes v as encoding/json does, or fails as it
+// does.
+func checkEncoding(t *testing.T, v any, appendJSON func([]byte) ([]byte, error)) {
+	t.Helper()
+	want, werr := json.Marshal(v)
+	got, gerr := appendJSON(nil)
 	if (werr != nil) != (gerr != nil) {
 		t.Fatalf("errors differ: encoding/json %v, appendJSON %v", werr, gerr)
 	}
@@ -86,14 +93,7 @@ func TestRecordEncodingIsEncodingJSONs(t *testing.T) {
 
 func checkRecordEncoding(t *testing.T, rec snapshotRecord) {
 	t.Helper()
-	want, werr := json.Marshal(rec)
-	got, gerr := rec.appendJSON(nil)
-	if (werr != nil) != (gerr != nil) {
-		t.Fatalf("errors differ: encoding/json %v, appendJSON %v", werr, gerr)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("appendJSON wrote\n%s\nencoding/json\n%s", got, want)
-	}
+	checkEncoding(t, rec, rec.appendJSON)
 }
 
 func FuzzRecordEncoding(f *testing.F) {

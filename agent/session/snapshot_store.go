@@ -178,21 +178,10 @@ func (s *segment) appendJSON(b []byte) ([]byte, error) {
 	if s.Messages == nil {
 		b = append(b, "null"...)
 	} else {
-		b = append(b, '[')
-		for i, m := range s.Messages {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if m == nil {
-				b = append(b, "null"...)
-				continue
-			}
-			var err error
-			if b, err = m.AppendJSON(b); err != nil {
-				return nil, err
-			}
+		var err error
+		if b, err = abi.AppendJSONArray(b, s.Messages); err != nil {
+			return nil, err
 		}
-		b = append(b, ']')
 	}
 	if s.Prev != "" {
 		b = append(b, `,"prev":`...)

@@ -466,20 +466,9 @@ func (o *object) value(k string, v any) {
 // messages writes a list of messages, [] when there are none.
 func (o *object) messages(k string, msgs []*abi.Message) {
 	o.key(k)
-	o.b = append(o.b, '[')
-	for i, m := range msgs {
-		if i > 0 {
-			o.b = append(o.b, ',')
-		}
-		switch {
-		case o.err != nil:
-		case m == nil:
-			o.b = append(o.b, "null"...)
-		default:
-			o.b, o.err = m.AppendJSON(o.b)
-		}
+	if o.err == nil {
+		o.b, o.err = abi.AppendJSONArray(o.b, msgs)
 	}
-	o.b = append(o.b, ']')
 }
 
 func (o *object) close() ([]byte, error) {
