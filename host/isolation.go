@@ -15,8 +15,9 @@ const (
 	IsolationPooled Isolation = "pooled"
 	// IsolationSession: an instance serves one session only, starting fresh (as it
 	// was right after it started), and a call bound to no session gets a fresh
-	// instance of its own. A session's first call pays for a new instance (see
-	// BENCHMARKS.md).
+	// instance of its own. A session's first call pays for resetting another
+	// session's idle instance to its snapshot, or for a new one where none is idle
+	// (see BENCHMARKS.md).
 	IsolationSession Isolation = "session"
 )
 

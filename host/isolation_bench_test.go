@@ -21,8 +21,9 @@ func calculatorWasm(b *testing.B) []byte {
 // BenchmarkPluginIsolation compares one call of the calculator tool under each
 // isolation mode: pooled (any warm instance of the tenant), session isolation with
 // every call in one session (its own warm instance), and session isolation with every
-// call from a new session, which is what a session's first call costs: a new instance
-// (Extism cannot reset one) in place of another session's.
+// call from a new session, which is what a session's first call costs: another
+// session's idle instance reset to its snapshot (a new instance on the Extism engine,
+// which cannot reset one).
 func BenchmarkPluginIsolation(b *testing.B) {
 	data := calculatorWasm(b)
 	input := map[string]any{"expression": "(1.5 + 2) * -3 / 7"}
