@@ -22,6 +22,7 @@ import (
 	"github.com/terrarium-ai/terrarium/abi/plugin"
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/internal/benchfixture"
 	"github.com/terrarium-ai/terrarium/internal/langtest"
 )
 
@@ -214,20 +215,7 @@ func BenchmarkEngines(b *testing.B) {
 			slog.New(slog.DiscardHandler).WarnContext(ctx, in.Text)
 			return "logged", nil
 		}),
-		"order": agent.NewTool("order", "native order", func(ctx context.Context, in struct {
-			ID       string `json:"id"`
-			Customer struct {
-				Name  string `json:"name"`
-				Email string `json:"email"`
-			} `json:"customer"`
-			Items []struct {
-				SKU   string  `json:"sku"`
-				Qty   int     `json:"qty"`
-				Price float64 `json:"price"`
-			} `json:"items"`
-			Tags  []string `json:"tags"`
-			Notes string   `json:"notes"`
-		}) (int, error) {
+		"order": agent.NewTool("order", "native order", func(ctx context.Context, in benchfixture.Order) (int, error) {
 			slog.New(slog.DiscardHandler).WarnContext(ctx, in.Notes)
 			return len(in.Items), nil
 		}),

@@ -2,7 +2,6 @@ package host_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
+	"github.com/terrarium-ai/terrarium/internal/benchfixture"
 )
 
 // guestCases are the tool calls of the guest benchmarks: the calculator, hostcheck's
@@ -24,26 +24,10 @@ var guestCases = []struct {
 	{"calc", "../plugins/calculator", "calculator/calc", map[string]any{"expression": "(1.5 + 2) * -3 / 7"}},
 	{"noop", "testdata/hostcheck", "hostcheck/noop", map[string]any{}},
 	{"log-1KiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<10)}},
-	{"order-1KiB", "testdata/hostcheck", "hostcheck/order", order1KiB},
+	{"order-1KiB", "testdata/hostcheck", "hostcheck/order", benchfixture.OrderInput()},
 	{"log-1MiB", "testdata/hostcheck", "hostcheck/log", map[string]any{"text": strings.Repeat("x", 1<<20)}},
 	{"raw-1MiB", "testdata/hostcheck", "hostcheck/raw_length", map[string]any{"text": strings.Repeat("x", 1<<20)}},
 }
-
-// order1KiB is hostcheck's order input: about 1 KiB of JSON in several fields, a
-// nested object and two arrays, the structured counterpart of log-1KiB.
-var order1KiB = func() map[string]any {
-	items := make([]any, 8)
-	for i := range items {
-		items[i] = map[string]any{"sku": fmt.Sprintf("SKU-%04d-blue-large", i), "qty": i + 1, "price": 19.99 + float64(i)}
-	}
-	return map[string]any{
-		"id":       "order-7f3c2a91-5b1e-4c8d-9a2f-1e6b7d0c4a55",
-		"customer": map[string]any{"name": "Ada Lovelace", "email": "ada@example.org"},
-		"items":    items,
-		"tags":     []any{"priority", "gift", "international", "fragile", "returning-customer"},
-		"notes":    strings.Repeat("Leave the parcel with the neighbour. ", 10),
-	}
-}()
 
 // BenchmarkGuest calls each guest case through the host on the native engine, the
 // engine whose own cost is smallest, so that a CPU profile of it shows the guest's

@@ -3,9 +3,10 @@ package sdk
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/terrarium-ai/terrarium/internal/benchfixture"
 )
 
 // BenchmarkCallTool is the SDK's share of a tool call, natively: decoding the call,
@@ -39,39 +40,6 @@ func BenchmarkCallTool(b *testing.B) {
 	}
 }
 
-// order is a structured input of several fields, a nested object and arrays, as
-// hostcheck's order tool takes it (host/testdata/hostcheck).
-type order struct {
-	ID       string `json:"id"`
-	Customer struct {
-		Name  string `json:"name"`
-		Email string `json:"email"`
-	} `json:"customer"`
-	Items []struct {
-		SKU   string  `json:"sku"`
-		Qty   int     `json:"qty"`
-		Price float64 `json:"price"`
-	} `json:"items"`
-	Tags  []string `json:"tags"`
-	Notes string   `json:"notes"`
-}
-
-// orderInput is the input of the host's order-1KiB guest benchmark
-// (host/guest_bench_test.go), 993 bytes: the structured counterpart of log-1KiB.
-func orderInput() map[string]any {
-	items := make([]any, 8)
-	for i := range items {
-		items[i] = map[string]any{"sku": fmt.Sprintf("SKU-%04d-blue-large", i), "qty": i + 1, "price": 19.99 + float64(i)}
-	}
-	return map[string]any{
-		"id":       "order-7f3c2a91-5b1e-4c8d-9a2f-1e6b7d0c4a55",
-		"customer": map[string]any{"name": "Ada Lovelace", "email": "ada@example.org"},
-		"items":    items,
-		"tags":     []any{"priority", "gift", "international", "fragile", "returning-customer"},
-		"notes":    strings.Repeat("Leave the parcel with the neighbour. ", 10),
-	}
-}
-
 // BenchmarkCallToolOrder is the SDK's share of a call with a structured ~1 KiB input,
 // hostcheck's order: where log-1KiB's input is one string, this one's values are many
 // (a nested object, an array of objects, an array of strings), each checked against
@@ -79,8 +47,8 @@ func orderInput() map[string]any {
 func BenchmarkCallToolOrder(b *testing.B) {
 	r := newRegistry()
 	r.setInfo(Info{Name: "bench"})
-	addTool(r, "order", "Takes an order.", func(_ context.Context, in order) (int, error) { return len(in.Items), nil })
-	input, err := json.Marshal(map[string]any{"tool": "order", "input": orderInput()})
+	addTool(r, "order", "Takes an order.", func(_ context.Context, in benchfixture.Order) (int, error) { return len(in.Items), nil })
+	input, err := json.Marshal(map[string]any{"tool": "order", "input": benchfixture.OrderInput()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/terrarium-ai/terrarium/abi"
 	"github.com/terrarium-ai/terrarium/abi/plugin"
+	"github.com/terrarium-ai/terrarium/internal/benchfixture"
 	"github.com/terrarium-ai/terrarium/sdk"
 )
 
@@ -47,23 +48,6 @@ type Empty struct{}
 // Text is a one-string input.
 type Text struct {
 	Text string `json:"text"`
-}
-
-// Order is a structured input of several fields, a nested object and arrays: what a
-// real tool takes, where log takes one string.
-type Order struct {
-	ID       string `json:"id"`
-	Customer struct {
-		Name  string `json:"name"`
-		Email string `json:"email"`
-	} `json:"customer"`
-	Items []struct {
-		SKU   string  `json:"sku"`
-		Qty   int     `json:"qty"`
-		Price float64 `json:"price"`
-	} `json:"items"`
-	Tags  []string `json:"tags"`
-	Notes string   `json:"notes"`
 }
 
 // Any carries any JSON value.
@@ -127,7 +111,7 @@ func main() {
 	})
 	// order is log's call with a structured input: decoded into its fields, one host
 	// function (the log of its notes).
-	sdk.Tool("order", "log an order's notes", func(ctx context.Context, in Order) (Result, error) {
+	sdk.Tool("order", "log an order's notes", func(ctx context.Context, in benchfixture.Order) (Result, error) {
 		sdk.Log(plugin.LogWarn, in.Notes)
 		return result(len(in.Items), nil)
 	})
