@@ -24,6 +24,7 @@ import (
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/internal/benchfixture"
 	"github.com/terrarium-ai/terrarium/internal/langtest"
+	"github.com/terrarium-ai/terrarium/internal/testenv"
 )
 
 // nativeCalc is the calculator plugin's work done natively: parse, evaluate exactly,
@@ -399,11 +400,11 @@ func BenchmarkColdStartSizes(b *testing.B) {
 			}
 			for _, s := range steps {
 				b.Run(s.name, func(b *testing.B) {
-					start := host.CPUTime(b)
+					start := testenv.CPUTime()
 					for b.Loop() {
 						s.run()
 					}
-					b.ReportMetric(float64((host.CPUTime(b)-start).Microseconds())/1e3/float64(b.N), "cpu-ms/op")
+					b.ReportMetric(float64((testenv.CPUTime()-start).Microseconds())/1e3/float64(b.N), "cpu-ms/op")
 					b.ReportMetric(float64(len(wasm))/1e6, "wasm-MB")
 					b.ReportMetric(float64(code)/1e6, "code-MB")
 				})

@@ -15,9 +15,6 @@ import (
 // TakeTurns is takeTurns, for the benchmarks of package host_test.
 var TakeTurns = takeTurns
 
-// CPUTime is cpuTime, for the benchmarks of package host_test.
-var CPUTime = cpuTime
-
 // BareToolCall is the bare wazero of BenchmarkEngines: it compiles wasm, the module p
 // was loaded from, as it is (uninstrumented: its calls cannot be stopped) on wazero with
 // the native engine's kernel and p's host functions, and returns a function calling

@@ -10,6 +10,7 @@ import (
 	"github.com/terrarium-ai/terrarium/agent"
 	"github.com/terrarium-ai/terrarium/host"
 	"github.com/terrarium-ai/terrarium/internal/benchfixture"
+	"github.com/terrarium-ai/terrarium/internal/testenv"
 )
 
 // guestCases are the tool calls of the guest benchmarks: the calculator, hostcheck's
@@ -42,13 +43,13 @@ func BenchmarkGuest(b *testing.B) {
 			size := inputSize(c.input)
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
-			start := host.CPUTime(b)
+			start := testenv.CPUTime()
 			for b.Loop() {
 				if _, err := tool.Run(ctx, c.input); err != nil {
 					b.Fatal(err)
 				}
 			}
-			if cpu := host.CPUTime(b) - start; cpu > 0 {
+			if cpu := testenv.CPUTime() - start; cpu > 0 {
 				b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 				if size > 0 {
 					b.ReportMetric(float64(size)*float64(b.N)/cpu.Seconds()/1e6, "MB/s-cpu")
