@@ -187,3 +187,41 @@ func TestCancelledTurnEndsBeforeTheNextRuns(t *testing.T) {
 		t.Errorf("the next turn's model call ran beside the cancelled turn's %d time(s)", n)
 	}
 }
+
+// A cancelled turn whose model never sees its context waits for it only so long
+// (flowEndTimeout, 5 s): then the turn answers and the session takes its next turn.
+func TestCancelledTurnWaitsForItsFlowBoundedly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the 5 s bound")
+	}
+	ts := newTestServer(t)
+	id := ts.newSession(t, "stubborn", nil)
+	release := func() { <-ts.gate.started; ts.gate.release <- struct{}{} }
+	go release()
+	if resp := ts.do(t, "POST", "/api/agents/stubborn/sessions/"+id+"/turns", `{"text":"first"}`, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first turn: %d", resp.StatusCode)
+	}
+	done := make(chan server.TurnResult, 1)
+	go func() {
+		var res server.TurnResult
+		ts.do(t, "POST", "/api/agents/stubborn/sessions/"+id+"/turns", `{"text":"stuck"}`, &res)
+		done <- res
+	}()
+	<-ts.gate.started // the stuck call: released only with the next turn's
+	if resp := ts.do(t, "POST", "/api/agents/stubborn/sessions/"+id+"/cancel", nil, nil); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("cancel: %d", resp.StatusCode)
+	}
+	select {
+	case res := <-done:
+		if res.FinishReason != "aborted" {
+			t.Errorf("the cancelled turn: %+v", res)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the cancelled turn waited for its flow without a bound")
+	}
+	// Two releases: the stuck call may take either.
+	go func() { <-ts.gate.started; ts.gate.release <- struct{}{}; ts.gate.release <- struct{}{} }()
+	if resp := ts.do(t, "POST", "/api/agents/stubborn/sessions/"+id+"/turns", `{"text":"again"}`, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a turn after the cancel: %d", resp.StatusCode)
+	}
+}
